@@ -4807,7 +4807,7 @@ vecs2_whole_groups:
 	ADDQ         $0x04, R11
 	DECQ         R12
 	JZ           vecs2_whole_rows6_store
-	JMP          vecs2_whole_rows6
+	JMP          vecs2_whole_rows6_by4
 
 vecs2_whole_rows6_load:
 	MOVQ    AX, R13
@@ -4828,6 +4828,105 @@ vecs2_whole_rows6_load:
 	ADDQ    CX, R13
 	VMOVUPS (R13), Y10
 	VMOVUPS 32(R13), Y11
+
+	// 4 steps of k a pass: 4 rows of B, 24 broadcasts of A, 48 FMAs.
+vecs2_whole_rows6_by4:
+	CMPQ R12, $0x04
+	JLT  vecs2_whole_rows6_rest
+
+vecs2_whole_rows6_steps4:
+	VCVTPH2PS    (R10), Y12
+	VCVTPH2PS    16(R10), Y13
+	VBROADCASTSS (R11), Y14
+	VFMADD231PS  Y12, Y14, Y0
+	VFMADD231PS  Y13, Y14, Y1
+	VBROADCASTSS (R11)(BX*1), Y14
+	VFMADD231PS  Y12, Y14, Y2
+	VFMADD231PS  Y13, Y14, Y3
+	VBROADCASTSS (R11)(BX*2), Y14
+	VFMADD231PS  Y12, Y14, Y4
+	VFMADD231PS  Y13, Y14, Y5
+	VBROADCASTSS (R11)(SI*1), Y14
+	VFMADD231PS  Y12, Y14, Y6
+	VFMADD231PS  Y13, Y14, Y7
+	VBROADCASTSS (R11)(BX*4), Y14
+	VFMADD231PS  Y12, Y14, Y8
+	VFMADD231PS  Y13, Y14, Y9
+	VBROADCASTSS (R11)(DI*1), Y14
+	VFMADD231PS  Y12, Y14, Y10
+	VFMADD231PS  Y13, Y14, Y11
+	ADDQ         R8, R10
+	VCVTPH2PS    (R10), Y12
+	VCVTPH2PS    16(R10), Y13
+	VBROADCASTSS 4(R11), Y14
+	VFMADD231PS  Y12, Y14, Y0
+	VFMADD231PS  Y13, Y14, Y1
+	VBROADCASTSS 4(R11)(BX*1), Y14
+	VFMADD231PS  Y12, Y14, Y2
+	VFMADD231PS  Y13, Y14, Y3
+	VBROADCASTSS 4(R11)(BX*2), Y14
+	VFMADD231PS  Y12, Y14, Y4
+	VFMADD231PS  Y13, Y14, Y5
+	VBROADCASTSS 4(R11)(SI*1), Y14
+	VFMADD231PS  Y12, Y14, Y6
+	VFMADD231PS  Y13, Y14, Y7
+	VBROADCASTSS 4(R11)(BX*4), Y14
+	VFMADD231PS  Y12, Y14, Y8
+	VFMADD231PS  Y13, Y14, Y9
+	VBROADCASTSS 4(R11)(DI*1), Y14
+	VFMADD231PS  Y12, Y14, Y10
+	VFMADD231PS  Y13, Y14, Y11
+	ADDQ         R8, R10
+	VCVTPH2PS    (R10), Y12
+	VCVTPH2PS    16(R10), Y13
+	VBROADCASTSS 8(R11), Y14
+	VFMADD231PS  Y12, Y14, Y0
+	VFMADD231PS  Y13, Y14, Y1
+	VBROADCASTSS 8(R11)(BX*1), Y14
+	VFMADD231PS  Y12, Y14, Y2
+	VFMADD231PS  Y13, Y14, Y3
+	VBROADCASTSS 8(R11)(BX*2), Y14
+	VFMADD231PS  Y12, Y14, Y4
+	VFMADD231PS  Y13, Y14, Y5
+	VBROADCASTSS 8(R11)(SI*1), Y14
+	VFMADD231PS  Y12, Y14, Y6
+	VFMADD231PS  Y13, Y14, Y7
+	VBROADCASTSS 8(R11)(BX*4), Y14
+	VFMADD231PS  Y12, Y14, Y8
+	VFMADD231PS  Y13, Y14, Y9
+	VBROADCASTSS 8(R11)(DI*1), Y14
+	VFMADD231PS  Y12, Y14, Y10
+	VFMADD231PS  Y13, Y14, Y11
+	ADDQ         R8, R10
+	VCVTPH2PS    (R10), Y12
+	VCVTPH2PS    16(R10), Y13
+	VBROADCASTSS 12(R11), Y14
+	VFMADD231PS  Y12, Y14, Y0
+	VFMADD231PS  Y13, Y14, Y1
+	VBROADCASTSS 12(R11)(BX*1), Y14
+	VFMADD231PS  Y12, Y14, Y2
+	VFMADD231PS  Y13, Y14, Y3
+	VBROADCASTSS 12(R11)(BX*2), Y14
+	VFMADD231PS  Y12, Y14, Y4
+	VFMADD231PS  Y13, Y14, Y5
+	VBROADCASTSS 12(R11)(SI*1), Y14
+	VFMADD231PS  Y12, Y14, Y6
+	VFMADD231PS  Y13, Y14, Y7
+	VBROADCASTSS 12(R11)(BX*4), Y14
+	VFMADD231PS  Y12, Y14, Y8
+	VFMADD231PS  Y13, Y14, Y9
+	VBROADCASTSS 12(R11)(DI*1), Y14
+	VFMADD231PS  Y12, Y14, Y10
+	VFMADD231PS  Y13, Y14, Y11
+	ADDQ         R8, R10
+	ADDQ         $0x10, R11
+	SUBQ         $0x04, R12
+	CMPQ         R12, $0x04
+	JGE          vecs2_whole_rows6_steps4
+
+vecs2_whole_rows6_rest:
+	TESTQ R12, R12
+	JZ    vecs2_whole_rows6_store
 
 	// The k loop: a row of B, 6 broadcasts of A, 12 FMAs.
 vecs2_whole_rows6:
@@ -4910,7 +5009,7 @@ vecs2_whole_tail4:
 	ADDQ         $0x04, R10
 	DECQ         R11
 	JZ           vecs2_whole_rows4_store
-	JMP          vecs2_whole_rows4
+	JMP          vecs2_whole_rows4_by4
 
 vecs2_whole_rows4_load:
 	MOVQ    AX, R12
@@ -4925,6 +5024,81 @@ vecs2_whole_rows4_load:
 	ADDQ    CX, R12
 	VMOVUPS (R12), Y6
 	VMOVUPS 32(R12), Y7
+
+	// 4 steps of k a pass: 4 rows of B, 16 broadcasts of A, 32 FMAs.
+vecs2_whole_rows4_by4:
+	CMPQ R11, $0x04
+	JLT  vecs2_whole_rows4_rest
+
+vecs2_whole_rows4_steps4:
+	VCVTPH2PS    (DI), Y8
+	VCVTPH2PS    16(DI), Y9
+	VBROADCASTSS (R10), Y10
+	VFMADD231PS  Y8, Y10, Y0
+	VFMADD231PS  Y9, Y10, Y1
+	VBROADCASTSS (R10)(BX*1), Y10
+	VFMADD231PS  Y8, Y10, Y2
+	VFMADD231PS  Y9, Y10, Y3
+	VBROADCASTSS (R10)(BX*2), Y10
+	VFMADD231PS  Y8, Y10, Y4
+	VFMADD231PS  Y9, Y10, Y5
+	VBROADCASTSS (R10)(SI*1), Y10
+	VFMADD231PS  Y8, Y10, Y6
+	VFMADD231PS  Y9, Y10, Y7
+	ADDQ         R8, DI
+	VCVTPH2PS    (DI), Y8
+	VCVTPH2PS    16(DI), Y9
+	VBROADCASTSS 4(R10), Y10
+	VFMADD231PS  Y8, Y10, Y0
+	VFMADD231PS  Y9, Y10, Y1
+	VBROADCASTSS 4(R10)(BX*1), Y10
+	VFMADD231PS  Y8, Y10, Y2
+	VFMADD231PS  Y9, Y10, Y3
+	VBROADCASTSS 4(R10)(BX*2), Y10
+	VFMADD231PS  Y8, Y10, Y4
+	VFMADD231PS  Y9, Y10, Y5
+	VBROADCASTSS 4(R10)(SI*1), Y10
+	VFMADD231PS  Y8, Y10, Y6
+	VFMADD231PS  Y9, Y10, Y7
+	ADDQ         R8, DI
+	VCVTPH2PS    (DI), Y8
+	VCVTPH2PS    16(DI), Y9
+	VBROADCASTSS 8(R10), Y10
+	VFMADD231PS  Y8, Y10, Y0
+	VFMADD231PS  Y9, Y10, Y1
+	VBROADCASTSS 8(R10)(BX*1), Y10
+	VFMADD231PS  Y8, Y10, Y2
+	VFMADD231PS  Y9, Y10, Y3
+	VBROADCASTSS 8(R10)(BX*2), Y10
+	VFMADD231PS  Y8, Y10, Y4
+	VFMADD231PS  Y9, Y10, Y5
+	VBROADCASTSS 8(R10)(SI*1), Y10
+	VFMADD231PS  Y8, Y10, Y6
+	VFMADD231PS  Y9, Y10, Y7
+	ADDQ         R8, DI
+	VCVTPH2PS    (DI), Y8
+	VCVTPH2PS    16(DI), Y9
+	VBROADCASTSS 12(R10), Y10
+	VFMADD231PS  Y8, Y10, Y0
+	VFMADD231PS  Y9, Y10, Y1
+	VBROADCASTSS 12(R10)(BX*1), Y10
+	VFMADD231PS  Y8, Y10, Y2
+	VFMADD231PS  Y9, Y10, Y3
+	VBROADCASTSS 12(R10)(BX*2), Y10
+	VFMADD231PS  Y8, Y10, Y4
+	VFMADD231PS  Y9, Y10, Y5
+	VBROADCASTSS 12(R10)(SI*1), Y10
+	VFMADD231PS  Y8, Y10, Y6
+	VFMADD231PS  Y9, Y10, Y7
+	ADDQ         R8, DI
+	ADDQ         $0x10, R10
+	SUBQ         $0x04, R11
+	CMPQ         R11, $0x04
+	JGE          vecs2_whole_rows4_steps4
+
+vecs2_whole_rows4_rest:
+	TESTQ R11, R11
+	JZ    vecs2_whole_rows4_store
 
 	// The k loop: a row of B, 4 broadcasts of A, 8 FMAs.
 vecs2_whole_rows4:
@@ -4987,7 +5161,7 @@ vecs2_whole_tail2:
 	ADDQ         $0x04, DI
 	DECQ         R10
 	JZ           vecs2_whole_rows2_store
-	JMP          vecs2_whole_rows2
+	JMP          vecs2_whole_rows2_by4
 
 vecs2_whole_rows2_load:
 	MOVQ    AX, R11
@@ -4996,6 +5170,57 @@ vecs2_whole_rows2_load:
 	ADDQ    CX, R11
 	VMOVUPS (R11), Y2
 	VMOVUPS 32(R11), Y3
+
+	// 4 steps of k a pass: 4 rows of B, 8 broadcasts of A, 16 FMAs.
+vecs2_whole_rows2_by4:
+	CMPQ R10, $0x04
+	JLT  vecs2_whole_rows2_rest
+
+vecs2_whole_rows2_steps4:
+	VCVTPH2PS    (SI), Y4
+	VCVTPH2PS    16(SI), Y5
+	VBROADCASTSS (DI), Y6
+	VFMADD231PS  Y4, Y6, Y0
+	VFMADD231PS  Y5, Y6, Y1
+	VBROADCASTSS (DI)(BX*1), Y6
+	VFMADD231PS  Y4, Y6, Y2
+	VFMADD231PS  Y5, Y6, Y3
+	ADDQ         R8, SI
+	VCVTPH2PS    (SI), Y4
+	VCVTPH2PS    16(SI), Y5
+	VBROADCASTSS 4(DI), Y6
+	VFMADD231PS  Y4, Y6, Y0
+	VFMADD231PS  Y5, Y6, Y1
+	VBROADCASTSS 4(DI)(BX*1), Y6
+	VFMADD231PS  Y4, Y6, Y2
+	VFMADD231PS  Y5, Y6, Y3
+	ADDQ         R8, SI
+	VCVTPH2PS    (SI), Y4
+	VCVTPH2PS    16(SI), Y5
+	VBROADCASTSS 8(DI), Y6
+	VFMADD231PS  Y4, Y6, Y0
+	VFMADD231PS  Y5, Y6, Y1
+	VBROADCASTSS 8(DI)(BX*1), Y6
+	VFMADD231PS  Y4, Y6, Y2
+	VFMADD231PS  Y5, Y6, Y3
+	ADDQ         R8, SI
+	VCVTPH2PS    (SI), Y4
+	VCVTPH2PS    16(SI), Y5
+	VBROADCASTSS 12(DI), Y6
+	VFMADD231PS  Y4, Y6, Y0
+	VFMADD231PS  Y5, Y6, Y1
+	VBROADCASTSS 12(DI)(BX*1), Y6
+	VFMADD231PS  Y4, Y6, Y2
+	VFMADD231PS  Y5, Y6, Y3
+	ADDQ         R8, SI
+	ADDQ         $0x10, DI
+	SUBQ         $0x04, R10
+	CMPQ         R10, $0x04
+	JGE          vecs2_whole_rows2_steps4
+
+vecs2_whole_rows2_rest:
+	TESTQ R10, R10
+	JZ    vecs2_whole_rows2_store
 
 	// The k loop: a row of B, 2 broadcasts of A, 4 FMAs.
 vecs2_whole_rows2:
@@ -5043,12 +5268,51 @@ vecs2_whole_tail1:
 	ADDQ         $0x04, DI
 	DECQ         R9
 	JZ           vecs2_whole_rows1_store
-	JMP          vecs2_whole_rows1
+	JMP          vecs2_whole_rows1_by4
 
 vecs2_whole_rows1_load:
 	MOVQ    AX, R10
 	VMOVUPS (R10), Y0
 	VMOVUPS 32(R10), Y1
+
+	// 4 steps of k a pass: 4 rows of B, 4 broadcasts of A, 8 FMAs.
+vecs2_whole_rows1_by4:
+	CMPQ R9, $0x04
+	JLT  vecs2_whole_rows1_rest
+
+vecs2_whole_rows1_steps4:
+	VCVTPH2PS    (SI), Y2
+	VCVTPH2PS    16(SI), Y3
+	VBROADCASTSS (DI), Y4
+	VFMADD231PS  Y2, Y4, Y0
+	VFMADD231PS  Y3, Y4, Y1
+	ADDQ         R8, SI
+	VCVTPH2PS    (SI), Y2
+	VCVTPH2PS    16(SI), Y3
+	VBROADCASTSS 4(DI), Y4
+	VFMADD231PS  Y2, Y4, Y0
+	VFMADD231PS  Y3, Y4, Y1
+	ADDQ         R8, SI
+	VCVTPH2PS    (SI), Y2
+	VCVTPH2PS    16(SI), Y3
+	VBROADCASTSS 8(DI), Y4
+	VFMADD231PS  Y2, Y4, Y0
+	VFMADD231PS  Y3, Y4, Y1
+	ADDQ         R8, SI
+	VCVTPH2PS    (SI), Y2
+	VCVTPH2PS    16(SI), Y3
+	VBROADCASTSS 12(DI), Y4
+	VFMADD231PS  Y2, Y4, Y0
+	VFMADD231PS  Y3, Y4, Y1
+	ADDQ         R8, SI
+	ADDQ         $0x10, DI
+	SUBQ         $0x04, R9
+	CMPQ         R9, $0x04
+	JGE          vecs2_whole_rows1_steps4
+
+vecs2_whole_rows1_rest:
+	TESTQ R9, R9
+	JZ    vecs2_whole_rows1_store
 
 	// The k loop: a row of B, 1 broadcasts of A, 2 FMAs.
 vecs2_whole_rows1:
@@ -5104,7 +5368,7 @@ vecs1_whole_groups:
 	ADDQ         $0x04, R11
 	DECQ         R12
 	JZ           vecs1_whole_rows6_store
-	JMP          vecs1_whole_rows6
+	JMP          vecs1_whole_rows6_by4
 
 vecs1_whole_rows6_load:
 	MOVQ    AX, R13
@@ -5119,6 +5383,77 @@ vecs1_whole_rows6_load:
 	VMOVUPS (R13), Y4
 	ADDQ    CX, R13
 	VMOVUPS (R13), Y5
+
+	// 4 steps of k a pass: 4 rows of B, 24 broadcasts of A, 24 FMAs.
+vecs1_whole_rows6_by4:
+	CMPQ R12, $0x04
+	JLT  vecs1_whole_rows6_rest
+
+vecs1_whole_rows6_steps4:
+	VCVTPH2PS    (R10), Y6
+	VBROADCASTSS (R11), Y7
+	VFMADD231PS  Y6, Y7, Y0
+	VBROADCASTSS (R11)(BX*1), Y7
+	VFMADD231PS  Y6, Y7, Y1
+	VBROADCASTSS (R11)(BX*2), Y7
+	VFMADD231PS  Y6, Y7, Y2
+	VBROADCASTSS (R11)(SI*1), Y7
+	VFMADD231PS  Y6, Y7, Y3
+	VBROADCASTSS (R11)(BX*4), Y7
+	VFMADD231PS  Y6, Y7, Y4
+	VBROADCASTSS (R11)(DI*1), Y7
+	VFMADD231PS  Y6, Y7, Y5
+	ADDQ         R8, R10
+	VCVTPH2PS    (R10), Y6
+	VBROADCASTSS 4(R11), Y7
+	VFMADD231PS  Y6, Y7, Y0
+	VBROADCASTSS 4(R11)(BX*1), Y7
+	VFMADD231PS  Y6, Y7, Y1
+	VBROADCASTSS 4(R11)(BX*2), Y7
+	VFMADD231PS  Y6, Y7, Y2
+	VBROADCASTSS 4(R11)(SI*1), Y7
+	VFMADD231PS  Y6, Y7, Y3
+	VBROADCASTSS 4(R11)(BX*4), Y7
+	VFMADD231PS  Y6, Y7, Y4
+	VBROADCASTSS 4(R11)(DI*1), Y7
+	VFMADD231PS  Y6, Y7, Y5
+	ADDQ         R8, R10
+	VCVTPH2PS    (R10), Y6
+	VBROADCASTSS 8(R11), Y7
+	VFMADD231PS  Y6, Y7, Y0
+	VBROADCASTSS 8(R11)(BX*1), Y7
+	VFMADD231PS  Y6, Y7, Y1
+	VBROADCASTSS 8(R11)(BX*2), Y7
+	VFMADD231PS  Y6, Y7, Y2
+	VBROADCASTSS 8(R11)(SI*1), Y7
+	VFMADD231PS  Y6, Y7, Y3
+	VBROADCASTSS 8(R11)(BX*4), Y7
+	VFMADD231PS  Y6, Y7, Y4
+	VBROADCASTSS 8(R11)(DI*1), Y7
+	VFMADD231PS  Y6, Y7, Y5
+	ADDQ         R8, R10
+	VCVTPH2PS    (R10), Y6
+	VBROADCASTSS 12(R11), Y7
+	VFMADD231PS  Y6, Y7, Y0
+	VBROADCASTSS 12(R11)(BX*1), Y7
+	VFMADD231PS  Y6, Y7, Y1
+	VBROADCASTSS 12(R11)(BX*2), Y7
+	VFMADD231PS  Y6, Y7, Y2
+	VBROADCASTSS 12(R11)(SI*1), Y7
+	VFMADD231PS  Y6, Y7, Y3
+	VBROADCASTSS 12(R11)(BX*4), Y7
+	VFMADD231PS  Y6, Y7, Y4
+	VBROADCASTSS 12(R11)(DI*1), Y7
+	VFMADD231PS  Y6, Y7, Y5
+	ADDQ         R8, R10
+	ADDQ         $0x10, R11
+	SUBQ         $0x04, R12
+	CMPQ         R12, $0x04
+	JGE          vecs1_whole_rows6_steps4
+
+vecs1_whole_rows6_rest:
+	TESTQ R12, R12
+	JZ    vecs1_whole_rows6_store
 
 	// The k loop: a row of B, 6 broadcasts of A, 6 FMAs.
 vecs1_whole_rows6:
@@ -5183,7 +5518,7 @@ vecs1_whole_tail4:
 	ADDQ         $0x04, R10
 	DECQ         R11
 	JZ           vecs1_whole_rows4_store
-	JMP          vecs1_whole_rows4
+	JMP          vecs1_whole_rows4_by4
 
 vecs1_whole_rows4_load:
 	MOVQ    AX, R12
@@ -5194,6 +5529,61 @@ vecs1_whole_rows4_load:
 	VMOVUPS (R12), Y2
 	ADDQ    CX, R12
 	VMOVUPS (R12), Y3
+
+	// 4 steps of k a pass: 4 rows of B, 16 broadcasts of A, 16 FMAs.
+vecs1_whole_rows4_by4:
+	CMPQ R11, $0x04
+	JLT  vecs1_whole_rows4_rest
+
+vecs1_whole_rows4_steps4:
+	VCVTPH2PS    (DI), Y4
+	VBROADCASTSS (R10), Y5
+	VFMADD231PS  Y4, Y5, Y0
+	VBROADCASTSS (R10)(BX*1), Y5
+	VFMADD231PS  Y4, Y5, Y1
+	VBROADCASTSS (R10)(BX*2), Y5
+	VFMADD231PS  Y4, Y5, Y2
+	VBROADCASTSS (R10)(SI*1), Y5
+	VFMADD231PS  Y4, Y5, Y3
+	ADDQ         R8, DI
+	VCVTPH2PS    (DI), Y4
+	VBROADCASTSS 4(R10), Y5
+	VFMADD231PS  Y4, Y5, Y0
+	VBROADCASTSS 4(R10)(BX*1), Y5
+	VFMADD231PS  Y4, Y5, Y1
+	VBROADCASTSS 4(R10)(BX*2), Y5
+	VFMADD231PS  Y4, Y5, Y2
+	VBROADCASTSS 4(R10)(SI*1), Y5
+	VFMADD231PS  Y4, Y5, Y3
+	ADDQ         R8, DI
+	VCVTPH2PS    (DI), Y4
+	VBROADCASTSS 8(R10), Y5
+	VFMADD231PS  Y4, Y5, Y0
+	VBROADCASTSS 8(R10)(BX*1), Y5
+	VFMADD231PS  Y4, Y5, Y1
+	VBROADCASTSS 8(R10)(BX*2), Y5
+	VFMADD231PS  Y4, Y5, Y2
+	VBROADCASTSS 8(R10)(SI*1), Y5
+	VFMADD231PS  Y4, Y5, Y3
+	ADDQ         R8, DI
+	VCVTPH2PS    (DI), Y4
+	VBROADCASTSS 12(R10), Y5
+	VFMADD231PS  Y4, Y5, Y0
+	VBROADCASTSS 12(R10)(BX*1), Y5
+	VFMADD231PS  Y4, Y5, Y1
+	VBROADCASTSS 12(R10)(BX*2), Y5
+	VFMADD231PS  Y4, Y5, Y2
+	VBROADCASTSS 12(R10)(SI*1), Y5
+	VFMADD231PS  Y4, Y5, Y3
+	ADDQ         R8, DI
+	ADDQ         $0x10, R10
+	SUBQ         $0x04, R11
+	CMPQ         R11, $0x04
+	JGE          vecs1_whole_rows4_steps4
+
+vecs1_whole_rows4_rest:
+	TESTQ R11, R11
+	JZ    vecs1_whole_rows4_store
 
 	// The k loop: a row of B, 4 broadcasts of A, 4 FMAs.
 vecs1_whole_rows4:
@@ -5244,13 +5634,52 @@ vecs1_whole_tail2:
 	ADDQ         $0x04, DI
 	DECQ         R10
 	JZ           vecs1_whole_rows2_store
-	JMP          vecs1_whole_rows2
+	JMP          vecs1_whole_rows2_by4
 
 vecs1_whole_rows2_load:
 	MOVQ    AX, R11
 	VMOVUPS (R11), Y0
 	ADDQ    CX, R11
 	VMOVUPS (R11), Y1
+
+	// 4 steps of k a pass: 4 rows of B, 8 broadcasts of A, 8 FMAs.
+vecs1_whole_rows2_by4:
+	CMPQ R10, $0x04
+	JLT  vecs1_whole_rows2_rest
+
+vecs1_whole_rows2_steps4:
+	VCVTPH2PS    (SI), Y2
+	VBROADCASTSS (DI), Y3
+	VFMADD231PS  Y2, Y3, Y0
+	VBROADCASTSS (DI)(BX*1), Y3
+	VFMADD231PS  Y2, Y3, Y1
+	ADDQ         R8, SI
+	VCVTPH2PS    (SI), Y2
+	VBROADCASTSS 4(DI), Y3
+	VFMADD231PS  Y2, Y3, Y0
+	VBROADCASTSS 4(DI)(BX*1), Y3
+	VFMADD231PS  Y2, Y3, Y1
+	ADDQ         R8, SI
+	VCVTPH2PS    (SI), Y2
+	VBROADCASTSS 8(DI), Y3
+	VFMADD231PS  Y2, Y3, Y0
+	VBROADCASTSS 8(DI)(BX*1), Y3
+	VFMADD231PS  Y2, Y3, Y1
+	ADDQ         R8, SI
+	VCVTPH2PS    (SI), Y2
+	VBROADCASTSS 12(DI), Y3
+	VFMADD231PS  Y2, Y3, Y0
+	VBROADCASTSS 12(DI)(BX*1), Y3
+	VFMADD231PS  Y2, Y3, Y1
+	ADDQ         R8, SI
+	ADDQ         $0x10, DI
+	SUBQ         $0x04, R10
+	CMPQ         R10, $0x04
+	JGE          vecs1_whole_rows2_steps4
+
+vecs1_whole_rows2_rest:
+	TESTQ R10, R10
+	JZ    vecs1_whole_rows2_store
 
 	// The k loop: a row of B, 2 broadcasts of A, 2 FMAs.
 vecs1_whole_rows2:
@@ -5291,11 +5720,42 @@ vecs1_whole_tail1:
 	ADDQ         $0x04, DI
 	DECQ         R9
 	JZ           vecs1_whole_rows1_store
-	JMP          vecs1_whole_rows1
+	JMP          vecs1_whole_rows1_by4
 
 vecs1_whole_rows1_load:
 	MOVQ    AX, R10
 	VMOVUPS (R10), Y0
+
+	// 4 steps of k a pass: 4 rows of B, 4 broadcasts of A, 4 FMAs.
+vecs1_whole_rows1_by4:
+	CMPQ R9, $0x04
+	JLT  vecs1_whole_rows1_rest
+
+vecs1_whole_rows1_steps4:
+	VCVTPH2PS    (SI), Y1
+	VBROADCASTSS (DI), Y2
+	VFMADD231PS  Y1, Y2, Y0
+	ADDQ         R8, SI
+	VCVTPH2PS    (SI), Y1
+	VBROADCASTSS 4(DI), Y2
+	VFMADD231PS  Y1, Y2, Y0
+	ADDQ         R8, SI
+	VCVTPH2PS    (SI), Y1
+	VBROADCASTSS 8(DI), Y2
+	VFMADD231PS  Y1, Y2, Y0
+	ADDQ         R8, SI
+	VCVTPH2PS    (SI), Y1
+	VBROADCASTSS 12(DI), Y2
+	VFMADD231PS  Y1, Y2, Y0
+	ADDQ         R8, SI
+	ADDQ         $0x10, DI
+	SUBQ         $0x04, R9
+	CMPQ         R9, $0x04
+	JGE          vecs1_whole_rows1_steps4
+
+vecs1_whole_rows1_rest:
+	TESTQ R9, R9
+	JZ    vecs1_whole_rows1_store
 
 	// The k loop: a row of B, 1 broadcasts of A, 1 FMAs.
 vecs1_whole_rows1:
@@ -5355,7 +5815,7 @@ vecs2_masked_groups:
 	ADDQ         $0x04, R11
 	DECQ         R13
 	JZ           vecs2_masked_rows6_store
-	JMP          vecs2_masked_rows6
+	JMP          vecs2_masked_rows6_by4
 
 vecs2_masked_rows6_load:
 	MOVQ       AX, R14
@@ -5382,6 +5842,105 @@ vecs2_masked_rows6_load:
 	VMOVUPS    (R14), Y10
 	VMOVDQU    (R12), Y11
 	VMASKMOVPS 32(R14), Y11, Y11
+
+	// 4 steps of k a pass: 4 rows of B, 24 broadcasts of A, 48 FMAs.
+vecs2_masked_rows6_by4:
+	CMPQ R13, $0x04
+	JLT  vecs2_masked_rows6_rest
+
+vecs2_masked_rows6_steps4:
+	VCVTPH2PS    (R10), Y12
+	VCVTPH2PS    16(R10), Y13
+	VBROADCASTSS (R11), Y14
+	VFMADD231PS  Y12, Y14, Y0
+	VFMADD231PS  Y13, Y14, Y1
+	VBROADCASTSS (R11)(BX*1), Y14
+	VFMADD231PS  Y12, Y14, Y2
+	VFMADD231PS  Y13, Y14, Y3
+	VBROADCASTSS (R11)(BX*2), Y14
+	VFMADD231PS  Y12, Y14, Y4
+	VFMADD231PS  Y13, Y14, Y5
+	VBROADCASTSS (R11)(SI*1), Y14
+	VFMADD231PS  Y12, Y14, Y6
+	VFMADD231PS  Y13, Y14, Y7
+	VBROADCASTSS (R11)(BX*4), Y14
+	VFMADD231PS  Y12, Y14, Y8
+	VFMADD231PS  Y13, Y14, Y9
+	VBROADCASTSS (R11)(DI*1), Y14
+	VFMADD231PS  Y12, Y14, Y10
+	VFMADD231PS  Y13, Y14, Y11
+	ADDQ         R8, R10
+	VCVTPH2PS    (R10), Y12
+	VCVTPH2PS    16(R10), Y13
+	VBROADCASTSS 4(R11), Y14
+	VFMADD231PS  Y12, Y14, Y0
+	VFMADD231PS  Y13, Y14, Y1
+	VBROADCASTSS 4(R11)(BX*1), Y14
+	VFMADD231PS  Y12, Y14, Y2
+	VFMADD231PS  Y13, Y14, Y3
+	VBROADCASTSS 4(R11)(BX*2), Y14
+	VFMADD231PS  Y12, Y14, Y4
+	VFMADD231PS  Y13, Y14, Y5
+	VBROADCASTSS 4(R11)(SI*1), Y14
+	VFMADD231PS  Y12, Y14, Y6
+	VFMADD231PS  Y13, Y14, Y7
+	VBROADCASTSS 4(R11)(BX*4), Y14
+	VFMADD231PS  Y12, Y14, Y8
+	VFMADD231PS  Y13, Y14, Y9
+	VBROADCASTSS 4(R11)(DI*1), Y14
+	VFMADD231PS  Y12, Y14, Y10
+	VFMADD231PS  Y13, Y14, Y11
+	ADDQ         R8, R10
+	VCVTPH2PS    (R10), Y12
+	VCVTPH2PS    16(R10), Y13
+	VBROADCASTSS 8(R11), Y14
+	VFMADD231PS  Y12, Y14, Y0
+	VFMADD231PS  Y13, Y14, Y1
+	VBROADCASTSS 8(R11)(BX*1), Y14
+	VFMADD231PS  Y12, Y14, Y2
+	VFMADD231PS  Y13, Y14, Y3
+	VBROADCASTSS 8(R11)(BX*2), Y14
+	VFMADD231PS  Y12, Y14, Y4
+	VFMADD231PS  Y13, Y14, Y5
+	VBROADCASTSS 8(R11)(SI*1), Y14
+	VFMADD231PS  Y12, Y14, Y6
+	VFMADD231PS  Y13, Y14, Y7
+	VBROADCASTSS 8(R11)(BX*4), Y14
+	VFMADD231PS  Y12, Y14, Y8
+	VFMADD231PS  Y13, Y14, Y9
+	VBROADCASTSS 8(R11)(DI*1), Y14
+	VFMADD231PS  Y12, Y14, Y10
+	VFMADD231PS  Y13, Y14, Y11
+	ADDQ         R8, R10
+	VCVTPH2PS    (R10), Y12
+	VCVTPH2PS    16(R10), Y13
+	VBROADCASTSS 12(R11), Y14
+	VFMADD231PS  Y12, Y14, Y0
+	VFMADD231PS  Y13, Y14, Y1
+	VBROADCASTSS 12(R11)(BX*1), Y14
+	VFMADD231PS  Y12, Y14, Y2
+	VFMADD231PS  Y13, Y14, Y3
+	VBROADCASTSS 12(R11)(BX*2), Y14
+	VFMADD231PS  Y12, Y14, Y4
+	VFMADD231PS  Y13, Y14, Y5
+	VBROADCASTSS 12(R11)(SI*1), Y14
+	VFMADD231PS  Y12, Y14, Y6
+	VFMADD231PS  Y13, Y14, Y7
+	VBROADCASTSS 12(R11)(BX*4), Y14
+	VFMADD231PS  Y12, Y14, Y8
+	VFMADD231PS  Y13, Y14, Y9
+	VBROADCASTSS 12(R11)(DI*1), Y14
+	VFMADD231PS  Y12, Y14, Y10
+	VFMADD231PS  Y13, Y14, Y11
+	ADDQ         R8, R10
+	ADDQ         $0x10, R11
+	SUBQ         $0x04, R13
+	CMPQ         R13, $0x04
+	JGE          vecs2_masked_rows6_steps4
+
+vecs2_masked_rows6_rest:
+	TESTQ R13, R13
+	JZ    vecs2_masked_rows6_store
 
 	// The k loop: a row of B, 6 broadcasts of A, 12 FMAs.
 vecs2_masked_rows6:
@@ -5470,7 +6029,7 @@ vecs2_masked_tail4:
 	ADDQ         $0x04, R10
 	DECQ         R11
 	JZ           vecs2_masked_rows4_store
-	JMP          vecs2_masked_rows4
+	JMP          vecs2_masked_rows4_by4
 
 vecs2_masked_rows4_load:
 	MOVQ       AX, R13
@@ -5489,6 +6048,81 @@ vecs2_masked_rows4_load:
 	VMOVUPS    (R13), Y6
 	VMOVDQU    (R12), Y7
 	VMASKMOVPS 32(R13), Y7, Y7
+
+	// 4 steps of k a pass: 4 rows of B, 16 broadcasts of A, 32 FMAs.
+vecs2_masked_rows4_by4:
+	CMPQ R11, $0x04
+	JLT  vecs2_masked_rows4_rest
+
+vecs2_masked_rows4_steps4:
+	VCVTPH2PS    (DI), Y8
+	VCVTPH2PS    16(DI), Y9
+	VBROADCASTSS (R10), Y10
+	VFMADD231PS  Y8, Y10, Y0
+	VFMADD231PS  Y9, Y10, Y1
+	VBROADCASTSS (R10)(BX*1), Y10
+	VFMADD231PS  Y8, Y10, Y2
+	VFMADD231PS  Y9, Y10, Y3
+	VBROADCASTSS (R10)(BX*2), Y10
+	VFMADD231PS  Y8, Y10, Y4
+	VFMADD231PS  Y9, Y10, Y5
+	VBROADCASTSS (R10)(SI*1), Y10
+	VFMADD231PS  Y8, Y10, Y6
+	VFMADD231PS  Y9, Y10, Y7
+	ADDQ         R8, DI
+	VCVTPH2PS    (DI), Y8
+	VCVTPH2PS    16(DI), Y9
+	VBROADCASTSS 4(R10), Y10
+	VFMADD231PS  Y8, Y10, Y0
+	VFMADD231PS  Y9, Y10, Y1
+	VBROADCASTSS 4(R10)(BX*1), Y10
+	VFMADD231PS  Y8, Y10, Y2
+	VFMADD231PS  Y9, Y10, Y3
+	VBROADCASTSS 4(R10)(BX*2), Y10
+	VFMADD231PS  Y8, Y10, Y4
+	VFMADD231PS  Y9, Y10, Y5
+	VBROADCASTSS 4(R10)(SI*1), Y10
+	VFMADD231PS  Y8, Y10, Y6
+	VFMADD231PS  Y9, Y10, Y7
+	ADDQ         R8, DI
+	VCVTPH2PS    (DI), Y8
+	VCVTPH2PS    16(DI), Y9
+	VBROADCASTSS 8(R10), Y10
+	VFMADD231PS  Y8, Y10, Y0
+	VFMADD231PS  Y9, Y10, Y1
+	VBROADCASTSS 8(R10)(BX*1), Y10
+	VFMADD231PS  Y8, Y10, Y2
+	VFMADD231PS  Y9, Y10, Y3
+	VBROADCASTSS 8(R10)(BX*2), Y10
+	VFMADD231PS  Y8, Y10, Y4
+	VFMADD231PS  Y9, Y10, Y5
+	VBROADCASTSS 8(R10)(SI*1), Y10
+	VFMADD231PS  Y8, Y10, Y6
+	VFMADD231PS  Y9, Y10, Y7
+	ADDQ         R8, DI
+	VCVTPH2PS    (DI), Y8
+	VCVTPH2PS    16(DI), Y9
+	VBROADCASTSS 12(R10), Y10
+	VFMADD231PS  Y8, Y10, Y0
+	VFMADD231PS  Y9, Y10, Y1
+	VBROADCASTSS 12(R10)(BX*1), Y10
+	VFMADD231PS  Y8, Y10, Y2
+	VFMADD231PS  Y9, Y10, Y3
+	VBROADCASTSS 12(R10)(BX*2), Y10
+	VFMADD231PS  Y8, Y10, Y4
+	VFMADD231PS  Y9, Y10, Y5
+	VBROADCASTSS 12(R10)(SI*1), Y10
+	VFMADD231PS  Y8, Y10, Y6
+	VFMADD231PS  Y9, Y10, Y7
+	ADDQ         R8, DI
+	ADDQ         $0x10, R10
+	SUBQ         $0x04, R11
+	CMPQ         R11, $0x04
+	JGE          vecs2_masked_rows4_steps4
+
+vecs2_masked_rows4_rest:
+	TESTQ R11, R11
+	JZ    vecs2_masked_rows4_store
 
 	// The k loop: a row of B, 4 broadcasts of A, 8 FMAs.
 vecs2_masked_rows4:
@@ -5555,7 +6189,7 @@ vecs2_masked_tail2:
 	ADDQ         $0x04, DI
 	DECQ         R10
 	JZ           vecs2_masked_rows2_store
-	JMP          vecs2_masked_rows2
+	JMP          vecs2_masked_rows2_by4
 
 vecs2_masked_rows2_load:
 	MOVQ       AX, R11
@@ -5566,6 +6200,57 @@ vecs2_masked_rows2_load:
 	VMOVUPS    (R11), Y2
 	VMOVDQU    (R12), Y3
 	VMASKMOVPS 32(R11), Y3, Y3
+
+	// 4 steps of k a pass: 4 rows of B, 8 broadcasts of A, 16 FMAs.
+vecs2_masked_rows2_by4:
+	CMPQ R10, $0x04
+	JLT  vecs2_masked_rows2_rest
+
+vecs2_masked_rows2_steps4:
+	VCVTPH2PS    (SI), Y4
+	VCVTPH2PS    16(SI), Y5
+	VBROADCASTSS (DI), Y6
+	VFMADD231PS  Y4, Y6, Y0
+	VFMADD231PS  Y5, Y6, Y1
+	VBROADCASTSS (DI)(BX*1), Y6
+	VFMADD231PS  Y4, Y6, Y2
+	VFMADD231PS  Y5, Y6, Y3
+	ADDQ         R8, SI
+	VCVTPH2PS    (SI), Y4
+	VCVTPH2PS    16(SI), Y5
+	VBROADCASTSS 4(DI), Y6
+	VFMADD231PS  Y4, Y6, Y0
+	VFMADD231PS  Y5, Y6, Y1
+	VBROADCASTSS 4(DI)(BX*1), Y6
+	VFMADD231PS  Y4, Y6, Y2
+	VFMADD231PS  Y5, Y6, Y3
+	ADDQ         R8, SI
+	VCVTPH2PS    (SI), Y4
+	VCVTPH2PS    16(SI), Y5
+	VBROADCASTSS 8(DI), Y6
+	VFMADD231PS  Y4, Y6, Y0
+	VFMADD231PS  Y5, Y6, Y1
+	VBROADCASTSS 8(DI)(BX*1), Y6
+	VFMADD231PS  Y4, Y6, Y2
+	VFMADD231PS  Y5, Y6, Y3
+	ADDQ         R8, SI
+	VCVTPH2PS    (SI), Y4
+	VCVTPH2PS    16(SI), Y5
+	VBROADCASTSS 12(DI), Y6
+	VFMADD231PS  Y4, Y6, Y0
+	VFMADD231PS  Y5, Y6, Y1
+	VBROADCASTSS 12(DI)(BX*1), Y6
+	VFMADD231PS  Y4, Y6, Y2
+	VFMADD231PS  Y5, Y6, Y3
+	ADDQ         R8, SI
+	ADDQ         $0x10, DI
+	SUBQ         $0x04, R10
+	CMPQ         R10, $0x04
+	JGE          vecs2_masked_rows2_steps4
+
+vecs2_masked_rows2_rest:
+	TESTQ R10, R10
+	JZ    vecs2_masked_rows2_store
 
 	// The k loop: a row of B, 2 broadcasts of A, 4 FMAs.
 vecs2_masked_rows2:
@@ -5615,13 +6300,52 @@ vecs2_masked_tail1:
 	ADDQ         $0x04, DI
 	DECQ         R9
 	JZ           vecs2_masked_rows1_store
-	JMP          vecs2_masked_rows1
+	JMP          vecs2_masked_rows1_by4
 
 vecs2_masked_rows1_load:
 	MOVQ       AX, R10
 	VMOVUPS    (R10), Y0
 	VMOVDQU    (R12), Y1
 	VMASKMOVPS 32(R10), Y1, Y1
+
+	// 4 steps of k a pass: 4 rows of B, 4 broadcasts of A, 8 FMAs.
+vecs2_masked_rows1_by4:
+	CMPQ R9, $0x04
+	JLT  vecs2_masked_rows1_rest
+
+vecs2_masked_rows1_steps4:
+	VCVTPH2PS    (SI), Y2
+	VCVTPH2PS    16(SI), Y3
+	VBROADCASTSS (DI), Y4
+	VFMADD231PS  Y2, Y4, Y0
+	VFMADD231PS  Y3, Y4, Y1
+	ADDQ         R8, SI
+	VCVTPH2PS    (SI), Y2
+	VCVTPH2PS    16(SI), Y3
+	VBROADCASTSS 4(DI), Y4
+	VFMADD231PS  Y2, Y4, Y0
+	VFMADD231PS  Y3, Y4, Y1
+	ADDQ         R8, SI
+	VCVTPH2PS    (SI), Y2
+	VCVTPH2PS    16(SI), Y3
+	VBROADCASTSS 8(DI), Y4
+	VFMADD231PS  Y2, Y4, Y0
+	VFMADD231PS  Y3, Y4, Y1
+	ADDQ         R8, SI
+	VCVTPH2PS    (SI), Y2
+	VCVTPH2PS    16(SI), Y3
+	VBROADCASTSS 12(DI), Y4
+	VFMADD231PS  Y2, Y4, Y0
+	VFMADD231PS  Y3, Y4, Y1
+	ADDQ         R8, SI
+	ADDQ         $0x10, DI
+	SUBQ         $0x04, R9
+	CMPQ         R9, $0x04
+	JGE          vecs2_masked_rows1_steps4
+
+vecs2_masked_rows1_rest:
+	TESTQ R9, R9
+	JZ    vecs2_masked_rows1_store
 
 	// The k loop: a row of B, 1 broadcasts of A, 2 FMAs.
 vecs2_masked_rows1:
@@ -5678,7 +6402,7 @@ vecs1_masked_groups:
 	ADDQ         $0x04, R11
 	DECQ         R13
 	JZ           vecs1_masked_rows6_store
-	JMP          vecs1_masked_rows6
+	JMP          vecs1_masked_rows6_by4
 
 vecs1_masked_rows6_load:
 	MOVQ       AX, R14
@@ -5699,6 +6423,77 @@ vecs1_masked_rows6_load:
 	ADDQ       CX, R14
 	VMOVDQU    (R12), Y5
 	VMASKMOVPS (R14), Y5, Y5
+
+	// 4 steps of k a pass: 4 rows of B, 24 broadcasts of A, 24 FMAs.
+vecs1_masked_rows6_by4:
+	CMPQ R13, $0x04
+	JLT  vecs1_masked_rows6_rest
+
+vecs1_masked_rows6_steps4:
+	VCVTPH2PS    (R10), Y6
+	VBROADCASTSS (R11), Y7
+	VFMADD231PS  Y6, Y7, Y0
+	VBROADCASTSS (R11)(BX*1), Y7
+	VFMADD231PS  Y6, Y7, Y1
+	VBROADCASTSS (R11)(BX*2), Y7
+	VFMADD231PS  Y6, Y7, Y2
+	VBROADCASTSS (R11)(SI*1), Y7
+	VFMADD231PS  Y6, Y7, Y3
+	VBROADCASTSS (R11)(BX*4), Y7
+	VFMADD231PS  Y6, Y7, Y4
+	VBROADCASTSS (R11)(DI*1), Y7
+	VFMADD231PS  Y6, Y7, Y5
+	ADDQ         R8, R10
+	VCVTPH2PS    (R10), Y6
+	VBROADCASTSS 4(R11), Y7
+	VFMADD231PS  Y6, Y7, Y0
+	VBROADCASTSS 4(R11)(BX*1), Y7
+	VFMADD231PS  Y6, Y7, Y1
+	VBROADCASTSS 4(R11)(BX*2), Y7
+	VFMADD231PS  Y6, Y7, Y2
+	VBROADCASTSS 4(R11)(SI*1), Y7
+	VFMADD231PS  Y6, Y7, Y3
+	VBROADCASTSS 4(R11)(BX*4), Y7
+	VFMADD231PS  Y6, Y7, Y4
+	VBROADCASTSS 4(R11)(DI*1), Y7
+	VFMADD231PS  Y6, Y7, Y5
+	ADDQ         R8, R10
+	VCVTPH2PS    (R10), Y6
+	VBROADCASTSS 8(R11), Y7
+	VFMADD231PS  Y6, Y7, Y0
+	VBROADCASTSS 8(R11)(BX*1), Y7
+	VFMADD231PS  Y6, Y7, Y1
+	VBROADCASTSS 8(R11)(BX*2), Y7
+	VFMADD231PS  Y6, Y7, Y2
+	VBROADCASTSS 8(R11)(SI*1), Y7
+	VFMADD231PS  Y6, Y7, Y3
+	VBROADCASTSS 8(R11)(BX*4), Y7
+	VFMADD231PS  Y6, Y7, Y4
+	VBROADCASTSS 8(R11)(DI*1), Y7
+	VFMADD231PS  Y6, Y7, Y5
+	ADDQ         R8, R10
+	VCVTPH2PS    (R10), Y6
+	VBROADCASTSS 12(R11), Y7
+	VFMADD231PS  Y6, Y7, Y0
+	VBROADCASTSS 12(R11)(BX*1), Y7
+	VFMADD231PS  Y6, Y7, Y1
+	VBROADCASTSS 12(R11)(BX*2), Y7
+	VFMADD231PS  Y6, Y7, Y2
+	VBROADCASTSS 12(R11)(SI*1), Y7
+	VFMADD231PS  Y6, Y7, Y3
+	VBROADCASTSS 12(R11)(BX*4), Y7
+	VFMADD231PS  Y6, Y7, Y4
+	VBROADCASTSS 12(R11)(DI*1), Y7
+	VFMADD231PS  Y6, Y7, Y5
+	ADDQ         R8, R10
+	ADDQ         $0x10, R11
+	SUBQ         $0x04, R13
+	CMPQ         R13, $0x04
+	JGE          vecs1_masked_rows6_steps4
+
+vecs1_masked_rows6_rest:
+	TESTQ R13, R13
+	JZ    vecs1_masked_rows6_store
 
 	// The k loop: a row of B, 6 broadcasts of A, 6 FMAs.
 vecs1_masked_rows6:
@@ -5769,7 +6564,7 @@ vecs1_masked_tail4:
 	ADDQ         $0x04, R10
 	DECQ         R11
 	JZ           vecs1_masked_rows4_store
-	JMP          vecs1_masked_rows4
+	JMP          vecs1_masked_rows4_by4
 
 vecs1_masked_rows4_load:
 	MOVQ       AX, R13
@@ -5784,6 +6579,61 @@ vecs1_masked_rows4_load:
 	ADDQ       CX, R13
 	VMOVDQU    (R12), Y3
 	VMASKMOVPS (R13), Y3, Y3
+
+	// 4 steps of k a pass: 4 rows of B, 16 broadcasts of A, 16 FMAs.
+vecs1_masked_rows4_by4:
+	CMPQ R11, $0x04
+	JLT  vecs1_masked_rows4_rest
+
+vecs1_masked_rows4_steps4:
+	VCVTPH2PS    (DI), Y4
+	VBROADCASTSS (R10), Y5
+	VFMADD231PS  Y4, Y5, Y0
+	VBROADCASTSS (R10)(BX*1), Y5
+	VFMADD231PS  Y4, Y5, Y1
+	VBROADCASTSS (R10)(BX*2), Y5
+	VFMADD231PS  Y4, Y5, Y2
+	VBROADCASTSS (R10)(SI*1), Y5
+	VFMADD231PS  Y4, Y5, Y3
+	ADDQ         R8, DI
+	VCVTPH2PS    (DI), Y4
+	VBROADCASTSS 4(R10), Y5
+	VFMADD231PS  Y4, Y5, Y0
+	VBROADCASTSS 4(R10)(BX*1), Y5
+	VFMADD231PS  Y4, Y5, Y1
+	VBROADCASTSS 4(R10)(BX*2), Y5
+	VFMADD231PS  Y4, Y5, Y2
+	VBROADCASTSS 4(R10)(SI*1), Y5
+	VFMADD231PS  Y4, Y5, Y3
+	ADDQ         R8, DI
+	VCVTPH2PS    (DI), Y4
+	VBROADCASTSS 8(R10), Y5
+	VFMADD231PS  Y4, Y5, Y0
+	VBROADCASTSS 8(R10)(BX*1), Y5
+	VFMADD231PS  Y4, Y5, Y1
+	VBROADCASTSS 8(R10)(BX*2), Y5
+	VFMADD231PS  Y4, Y5, Y2
+	VBROADCASTSS 8(R10)(SI*1), Y5
+	VFMADD231PS  Y4, Y5, Y3
+	ADDQ         R8, DI
+	VCVTPH2PS    (DI), Y4
+	VBROADCASTSS 12(R10), Y5
+	VFMADD231PS  Y4, Y5, Y0
+	VBROADCASTSS 12(R10)(BX*1), Y5
+	VFMADD231PS  Y4, Y5, Y1
+	VBROADCASTSS 12(R10)(BX*2), Y5
+	VFMADD231PS  Y4, Y5, Y2
+	VBROADCASTSS 12(R10)(SI*1), Y5
+	VFMADD231PS  Y4, Y5, Y3
+	ADDQ         R8, DI
+	ADDQ         $0x10, R10
+	SUBQ         $0x04, R11
+	CMPQ         R11, $0x04
+	JGE          vecs1_masked_rows4_steps4
+
+vecs1_masked_rows4_rest:
+	TESTQ R11, R11
+	JZ    vecs1_masked_rows4_store
 
 	// The k loop: a row of B, 4 broadcasts of A, 4 FMAs.
 vecs1_masked_rows4:
@@ -5838,7 +6688,7 @@ vecs1_masked_tail2:
 	ADDQ         $0x04, DI
 	DECQ         R10
 	JZ           vecs1_masked_rows2_store
-	JMP          vecs1_masked_rows2
+	JMP          vecs1_masked_rows2_by4
 
 vecs1_masked_rows2_load:
 	MOVQ       AX, R11
@@ -5847,6 +6697,45 @@ vecs1_masked_rows2_load:
 	ADDQ       CX, R11
 	VMOVDQU    (R12), Y1
 	VMASKMOVPS (R11), Y1, Y1
+
+	// 4 steps of k a pass: 4 rows of B, 8 broadcasts of A, 8 FMAs.
+vecs1_masked_rows2_by4:
+	CMPQ R10, $0x04
+	JLT  vecs1_masked_rows2_rest
+
+vecs1_masked_rows2_steps4:
+	VCVTPH2PS    (SI), Y2
+	VBROADCASTSS (DI), Y3
+	VFMADD231PS  Y2, Y3, Y0
+	VBROADCASTSS (DI)(BX*1), Y3
+	VFMADD231PS  Y2, Y3, Y1
+	ADDQ         R8, SI
+	VCVTPH2PS    (SI), Y2
+	VBROADCASTSS 4(DI), Y3
+	VFMADD231PS  Y2, Y3, Y0
+	VBROADCASTSS 4(DI)(BX*1), Y3
+	VFMADD231PS  Y2, Y3, Y1
+	ADDQ         R8, SI
+	VCVTPH2PS    (SI), Y2
+	VBROADCASTSS 8(DI), Y3
+	VFMADD231PS  Y2, Y3, Y0
+	VBROADCASTSS 8(DI)(BX*1), Y3
+	VFMADD231PS  Y2, Y3, Y1
+	ADDQ         R8, SI
+	VCVTPH2PS    (SI), Y2
+	VBROADCASTSS 12(DI), Y3
+	VFMADD231PS  Y2, Y3, Y0
+	VBROADCASTSS 12(DI)(BX*1), Y3
+	VFMADD231PS  Y2, Y3, Y1
+	ADDQ         R8, SI
+	ADDQ         $0x10, DI
+	SUBQ         $0x04, R10
+	CMPQ         R10, $0x04
+	JGE          vecs1_masked_rows2_steps4
+
+vecs1_masked_rows2_rest:
+	TESTQ R10, R10
+	JZ    vecs1_masked_rows2_store
 
 	// The k loop: a row of B, 2 broadcasts of A, 2 FMAs.
 vecs1_masked_rows2:
@@ -5889,12 +6778,43 @@ vecs1_masked_tail1:
 	ADDQ         $0x04, DI
 	DECQ         R9
 	JZ           vecs1_masked_rows1_store
-	JMP          vecs1_masked_rows1
+	JMP          vecs1_masked_rows1_by4
 
 vecs1_masked_rows1_load:
 	MOVQ       AX, R10
 	VMOVDQU    (R12), Y0
 	VMASKMOVPS (R10), Y0, Y0
+
+	// 4 steps of k a pass: 4 rows of B, 4 broadcasts of A, 4 FMAs.
+vecs1_masked_rows1_by4:
+	CMPQ R9, $0x04
+	JLT  vecs1_masked_rows1_rest
+
+vecs1_masked_rows1_steps4:
+	VCVTPH2PS    (SI), Y1
+	VBROADCASTSS (DI), Y2
+	VFMADD231PS  Y1, Y2, Y0
+	ADDQ         R8, SI
+	VCVTPH2PS    (SI), Y1
+	VBROADCASTSS 4(DI), Y2
+	VFMADD231PS  Y1, Y2, Y0
+	ADDQ         R8, SI
+	VCVTPH2PS    (SI), Y1
+	VBROADCASTSS 8(DI), Y2
+	VFMADD231PS  Y1, Y2, Y0
+	ADDQ         R8, SI
+	VCVTPH2PS    (SI), Y1
+	VBROADCASTSS 12(DI), Y2
+	VFMADD231PS  Y1, Y2, Y0
+	ADDQ         R8, SI
+	ADDQ         $0x10, DI
+	SUBQ         $0x04, R9
+	CMPQ         R9, $0x04
+	JGE          vecs1_masked_rows1_steps4
+
+vecs1_masked_rows1_rest:
+	TESTQ R9, R9
+	JZ    vecs1_masked_rows1_store
 
 	// The k loop: a row of B, 1 broadcasts of A, 1 FMAs.
 vecs1_masked_rows1:
@@ -5994,7 +6914,7 @@ vecs2_whole_groups:
 	ADDQ         $0x04, R11
 	DECQ         R12
 	JZ           vecs2_whole_rows6_store
-	JMP          vecs2_whole_rows6
+	JMP          vecs2_whole_rows6_by4
 
 vecs2_whole_rows6_load:
 	MOVQ    AX, R13
@@ -6015,6 +6935,113 @@ vecs2_whole_rows6_load:
 	ADDQ    CX, R13
 	VMOVUPS (R13), Y10
 	VMOVUPS 32(R13), Y11
+
+	// 4 steps of k a pass: 4 rows of B, 24 broadcasts of A, 48 FMAs.
+vecs2_whole_rows6_by4:
+	CMPQ R12, $0x04
+	JLT  vecs2_whole_rows6_rest
+
+vecs2_whole_rows6_steps4:
+	VPMOVZXWD    (R10), Y12
+	VPSLLD       $0x10, Y12, Y12
+	VPMOVZXWD    16(R10), Y13
+	VPSLLD       $0x10, Y13, Y13
+	VBROADCASTSS (R11), Y14
+	VFMADD231PS  Y12, Y14, Y0
+	VFMADD231PS  Y13, Y14, Y1
+	VBROADCASTSS (R11)(BX*1), Y14
+	VFMADD231PS  Y12, Y14, Y2
+	VFMADD231PS  Y13, Y14, Y3
+	VBROADCASTSS (R11)(BX*2), Y14
+	VFMADD231PS  Y12, Y14, Y4
+	VFMADD231PS  Y13, Y14, Y5
+	VBROADCASTSS (R11)(SI*1), Y14
+	VFMADD231PS  Y12, Y14, Y6
+	VFMADD231PS  Y13, Y14, Y7
+	VBROADCASTSS (R11)(BX*4), Y14
+	VFMADD231PS  Y12, Y14, Y8
+	VFMADD231PS  Y13, Y14, Y9
+	VBROADCASTSS (R11)(DI*1), Y14
+	VFMADD231PS  Y12, Y14, Y10
+	VFMADD231PS  Y13, Y14, Y11
+	ADDQ         R8, R10
+	VPMOVZXWD    (R10), Y12
+	VPSLLD       $0x10, Y12, Y12
+	VPMOVZXWD    16(R10), Y13
+	VPSLLD       $0x10, Y13, Y13
+	VBROADCASTSS 4(R11), Y14
+	VFMADD231PS  Y12, Y14, Y0
+	VFMADD231PS  Y13, Y14, Y1
+	VBROADCASTSS 4(R11)(BX*1), Y14
+	VFMADD231PS  Y12, Y14, Y2
+	VFMADD231PS  Y13, Y14, Y3
+	VBROADCASTSS 4(R11)(BX*2), Y14
+	VFMADD231PS  Y12, Y14, Y4
+	VFMADD231PS  Y13, Y14, Y5
+	VBROADCASTSS 4(R11)(SI*1), Y14
+	VFMADD231PS  Y12, Y14, Y6
+	VFMADD231PS  Y13, Y14, Y7
+	VBROADCASTSS 4(R11)(BX*4), Y14
+	VFMADD231PS  Y12, Y14, Y8
+	VFMADD231PS  Y13, Y14, Y9
+	VBROADCASTSS 4(R11)(DI*1), Y14
+	VFMADD231PS  Y12, Y14, Y10
+	VFMADD231PS  Y13, Y14, Y11
+	ADDQ         R8, R10
+	VPMOVZXWD    (R10), Y12
+	VPSLLD       $0x10, Y12, Y12
+	VPMOVZXWD    16(R10), Y13
+	VPSLLD       $0x10, Y13, Y13
+	VBROADCASTSS 8(R11), Y14
+	VFMADD231PS  Y12, Y14, Y0
+	VFMADD231PS  Y13, Y14, Y1
+	VBROADCASTSS 8(R11)(BX*1), Y14
+	VFMADD231PS  Y12, Y14, Y2
+	VFMADD231PS  Y13, Y14, Y3
+	VBROADCASTSS 8(R11)(BX*2), Y14
+	VFMADD231PS  Y12, Y14, Y4
+	VFMADD231PS  Y13, Y14, Y5
+	VBROADCASTSS 8(R11)(SI*1), Y14
+	VFMADD231PS  Y12, Y14, Y6
+	VFMADD231PS  Y13, Y14, Y7
+	VBROADCASTSS 8(R11)(BX*4), Y14
+	VFMADD231PS  Y12, Y14, Y8
+	VFMADD231PS  Y13, Y14, Y9
+	VBROADCASTSS 8(R11)(DI*1), Y14
+	VFMADD231PS  Y12, Y14, Y10
+	VFMADD231PS  Y13, Y14, Y11
+	ADDQ         R8, R10
+	VPMOVZXWD    (R10), Y12
+	VPSLLD       $0x10, Y12, Y12
+	VPMOVZXWD    16(R10), Y13
+	VPSLLD       $0x10, Y13, Y13
+	VBROADCASTSS 12(R11), Y14
+	VFMADD231PS  Y12, Y14, Y0
+	VFMADD231PS  Y13, Y14, Y1
+	VBROADCASTSS 12(R11)(BX*1), Y14
+	VFMADD231PS  Y12, Y14, Y2
+	VFMADD231PS  Y13, Y14, Y3
+	VBROADCASTSS 12(R11)(BX*2), Y14
+	VFMADD231PS  Y12, Y14, Y4
+	VFMADD231PS  Y13, Y14, Y5
+	VBROADCASTSS 12(R11)(SI*1), Y14
+	VFMADD231PS  Y12, Y14, Y6
+	VFMADD231PS  Y13, Y14, Y7
+	VBROADCASTSS 12(R11)(BX*4), Y14
+	VFMADD231PS  Y12, Y14, Y8
+	VFMADD231PS  Y13, Y14, Y9
+	VBROADCASTSS 12(R11)(DI*1), Y14
+	VFMADD231PS  Y12, Y14, Y10
+	VFMADD231PS  Y13, Y14, Y11
+	ADDQ         R8, R10
+	ADDQ         $0x10, R11
+	SUBQ         $0x04, R12
+	CMPQ         R12, $0x04
+	JGE          vecs2_whole_rows6_steps4
+
+vecs2_whole_rows6_rest:
+	TESTQ R12, R12
+	JZ    vecs2_whole_rows6_store
 
 	// The k loop: a row of B, 6 broadcasts of A, 12 FMAs.
 vecs2_whole_rows6:
@@ -6101,7 +7128,7 @@ vecs2_whole_tail4:
 	ADDQ         $0x04, R10
 	DECQ         R11
 	JZ           vecs2_whole_rows4_store
-	JMP          vecs2_whole_rows4
+	JMP          vecs2_whole_rows4_by4
 
 vecs2_whole_rows4_load:
 	MOVQ    AX, R12
@@ -6116,6 +7143,89 @@ vecs2_whole_rows4_load:
 	ADDQ    CX, R12
 	VMOVUPS (R12), Y6
 	VMOVUPS 32(R12), Y7
+
+	// 4 steps of k a pass: 4 rows of B, 16 broadcasts of A, 32 FMAs.
+vecs2_whole_rows4_by4:
+	CMPQ R11, $0x04
+	JLT  vecs2_whole_rows4_rest
+
+vecs2_whole_rows4_steps4:
+	VPMOVZXWD    (DI), Y8
+	VPSLLD       $0x10, Y8, Y8
+	VPMOVZXWD    16(DI), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VBROADCASTSS (R10), Y10
+	VFMADD231PS  Y8, Y10, Y0
+	VFMADD231PS  Y9, Y10, Y1
+	VBROADCASTSS (R10)(BX*1), Y10
+	VFMADD231PS  Y8, Y10, Y2
+	VFMADD231PS  Y9, Y10, Y3
+	VBROADCASTSS (R10)(BX*2), Y10
+	VFMADD231PS  Y8, Y10, Y4
+	VFMADD231PS  Y9, Y10, Y5
+	VBROADCASTSS (R10)(SI*1), Y10
+	VFMADD231PS  Y8, Y10, Y6
+	VFMADD231PS  Y9, Y10, Y7
+	ADDQ         R8, DI
+	VPMOVZXWD    (DI), Y8
+	VPSLLD       $0x10, Y8, Y8
+	VPMOVZXWD    16(DI), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VBROADCASTSS 4(R10), Y10
+	VFMADD231PS  Y8, Y10, Y0
+	VFMADD231PS  Y9, Y10, Y1
+	VBROADCASTSS 4(R10)(BX*1), Y10
+	VFMADD231PS  Y8, Y10, Y2
+	VFMADD231PS  Y9, Y10, Y3
+	VBROADCASTSS 4(R10)(BX*2), Y10
+	VFMADD231PS  Y8, Y10, Y4
+	VFMADD231PS  Y9, Y10, Y5
+	VBROADCASTSS 4(R10)(SI*1), Y10
+	VFMADD231PS  Y8, Y10, Y6
+	VFMADD231PS  Y9, Y10, Y7
+	ADDQ         R8, DI
+	VPMOVZXWD    (DI), Y8
+	VPSLLD       $0x10, Y8, Y8
+	VPMOVZXWD    16(DI), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VBROADCASTSS 8(R10), Y10
+	VFMADD231PS  Y8, Y10, Y0
+	VFMADD231PS  Y9, Y10, Y1
+	VBROADCASTSS 8(R10)(BX*1), Y10
+	VFMADD231PS  Y8, Y10, Y2
+	VFMADD231PS  Y9, Y10, Y3
+	VBROADCASTSS 8(R10)(BX*2), Y10
+	VFMADD231PS  Y8, Y10, Y4
+	VFMADD231PS  Y9, Y10, Y5
+	VBROADCASTSS 8(R10)(SI*1), Y10
+	VFMADD231PS  Y8, Y10, Y6
+	VFMADD231PS  Y9, Y10, Y7
+	ADDQ         R8, DI
+	VPMOVZXWD    (DI), Y8
+	VPSLLD       $0x10, Y8, Y8
+	VPMOVZXWD    16(DI), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VBROADCASTSS 12(R10), Y10
+	VFMADD231PS  Y8, Y10, Y0
+	VFMADD231PS  Y9, Y10, Y1
+	VBROADCASTSS 12(R10)(BX*1), Y10
+	VFMADD231PS  Y8, Y10, Y2
+	VFMADD231PS  Y9, Y10, Y3
+	VBROADCASTSS 12(R10)(BX*2), Y10
+	VFMADD231PS  Y8, Y10, Y4
+	VFMADD231PS  Y9, Y10, Y5
+	VBROADCASTSS 12(R10)(SI*1), Y10
+	VFMADD231PS  Y8, Y10, Y6
+	VFMADD231PS  Y9, Y10, Y7
+	ADDQ         R8, DI
+	ADDQ         $0x10, R10
+	SUBQ         $0x04, R11
+	CMPQ         R11, $0x04
+	JGE          vecs2_whole_rows4_steps4
+
+vecs2_whole_rows4_rest:
+	TESTQ R11, R11
+	JZ    vecs2_whole_rows4_store
 
 	// The k loop: a row of B, 4 broadcasts of A, 8 FMAs.
 vecs2_whole_rows4:
@@ -6182,7 +7292,7 @@ vecs2_whole_tail2:
 	ADDQ         $0x04, DI
 	DECQ         R10
 	JZ           vecs2_whole_rows2_store
-	JMP          vecs2_whole_rows2
+	JMP          vecs2_whole_rows2_by4
 
 vecs2_whole_rows2_load:
 	MOVQ    AX, R11
@@ -6191,6 +7301,65 @@ vecs2_whole_rows2_load:
 	ADDQ    CX, R11
 	VMOVUPS (R11), Y2
 	VMOVUPS 32(R11), Y3
+
+	// 4 steps of k a pass: 4 rows of B, 8 broadcasts of A, 16 FMAs.
+vecs2_whole_rows2_by4:
+	CMPQ R10, $0x04
+	JLT  vecs2_whole_rows2_rest
+
+vecs2_whole_rows2_steps4:
+	VPMOVZXWD    (SI), Y4
+	VPSLLD       $0x10, Y4, Y4
+	VPMOVZXWD    16(SI), Y5
+	VPSLLD       $0x10, Y5, Y5
+	VBROADCASTSS (DI), Y6
+	VFMADD231PS  Y4, Y6, Y0
+	VFMADD231PS  Y5, Y6, Y1
+	VBROADCASTSS (DI)(BX*1), Y6
+	VFMADD231PS  Y4, Y6, Y2
+	VFMADD231PS  Y5, Y6, Y3
+	ADDQ         R8, SI
+	VPMOVZXWD    (SI), Y4
+	VPSLLD       $0x10, Y4, Y4
+	VPMOVZXWD    16(SI), Y5
+	VPSLLD       $0x10, Y5, Y5
+	VBROADCASTSS 4(DI), Y6
+	VFMADD231PS  Y4, Y6, Y0
+	VFMADD231PS  Y5, Y6, Y1
+	VBROADCASTSS 4(DI)(BX*1), Y6
+	VFMADD231PS  Y4, Y6, Y2
+	VFMADD231PS  Y5, Y6, Y3
+	ADDQ         R8, SI
+	VPMOVZXWD    (SI), Y4
+	VPSLLD       $0x10, Y4, Y4
+	VPMOVZXWD    16(SI), Y5
+	VPSLLD       $0x10, Y5, Y5
+	VBROADCASTSS 8(DI), Y6
+	VFMADD231PS  Y4, Y6, Y0
+	VFMADD231PS  Y5, Y6, Y1
+	VBROADCASTSS 8(DI)(BX*1), Y6
+	VFMADD231PS  Y4, Y6, Y2
+	VFMADD231PS  Y5, Y6, Y3
+	ADDQ         R8, SI
+	VPMOVZXWD    (SI), Y4
+	VPSLLD       $0x10, Y4, Y4
+	VPMOVZXWD    16(SI), Y5
+	VPSLLD       $0x10, Y5, Y5
+	VBROADCASTSS 12(DI), Y6
+	VFMADD231PS  Y4, Y6, Y0
+	VFMADD231PS  Y5, Y6, Y1
+	VBROADCASTSS 12(DI)(BX*1), Y6
+	VFMADD231PS  Y4, Y6, Y2
+	VFMADD231PS  Y5, Y6, Y3
+	ADDQ         R8, SI
+	ADDQ         $0x10, DI
+	SUBQ         $0x04, R10
+	CMPQ         R10, $0x04
+	JGE          vecs2_whole_rows2_steps4
+
+vecs2_whole_rows2_rest:
+	TESTQ R10, R10
+	JZ    vecs2_whole_rows2_store
 
 	// The k loop: a row of B, 2 broadcasts of A, 4 FMAs.
 vecs2_whole_rows2:
@@ -6242,12 +7411,59 @@ vecs2_whole_tail1:
 	ADDQ         $0x04, DI
 	DECQ         R9
 	JZ           vecs2_whole_rows1_store
-	JMP          vecs2_whole_rows1
+	JMP          vecs2_whole_rows1_by4
 
 vecs2_whole_rows1_load:
 	MOVQ    AX, R10
 	VMOVUPS (R10), Y0
 	VMOVUPS 32(R10), Y1
+
+	// 4 steps of k a pass: 4 rows of B, 4 broadcasts of A, 8 FMAs.
+vecs2_whole_rows1_by4:
+	CMPQ R9, $0x04
+	JLT  vecs2_whole_rows1_rest
+
+vecs2_whole_rows1_steps4:
+	VPMOVZXWD    (SI), Y2
+	VPSLLD       $0x10, Y2, Y2
+	VPMOVZXWD    16(SI), Y3
+	VPSLLD       $0x10, Y3, Y3
+	VBROADCASTSS (DI), Y4
+	VFMADD231PS  Y2, Y4, Y0
+	VFMADD231PS  Y3, Y4, Y1
+	ADDQ         R8, SI
+	VPMOVZXWD    (SI), Y2
+	VPSLLD       $0x10, Y2, Y2
+	VPMOVZXWD    16(SI), Y3
+	VPSLLD       $0x10, Y3, Y3
+	VBROADCASTSS 4(DI), Y4
+	VFMADD231PS  Y2, Y4, Y0
+	VFMADD231PS  Y3, Y4, Y1
+	ADDQ         R8, SI
+	VPMOVZXWD    (SI), Y2
+	VPSLLD       $0x10, Y2, Y2
+	VPMOVZXWD    16(SI), Y3
+	VPSLLD       $0x10, Y3, Y3
+	VBROADCASTSS 8(DI), Y4
+	VFMADD231PS  Y2, Y4, Y0
+	VFMADD231PS  Y3, Y4, Y1
+	ADDQ         R8, SI
+	VPMOVZXWD    (SI), Y2
+	VPSLLD       $0x10, Y2, Y2
+	VPMOVZXWD    16(SI), Y3
+	VPSLLD       $0x10, Y3, Y3
+	VBROADCASTSS 12(DI), Y4
+	VFMADD231PS  Y2, Y4, Y0
+	VFMADD231PS  Y3, Y4, Y1
+	ADDQ         R8, SI
+	ADDQ         $0x10, DI
+	SUBQ         $0x04, R9
+	CMPQ         R9, $0x04
+	JGE          vecs2_whole_rows1_steps4
+
+vecs2_whole_rows1_rest:
+	TESTQ R9, R9
+	JZ    vecs2_whole_rows1_store
 
 	// The k loop: a row of B, 1 broadcasts of A, 2 FMAs.
 vecs2_whole_rows1:
@@ -6306,7 +7522,7 @@ vecs1_whole_groups:
 	ADDQ         $0x04, R11
 	DECQ         R12
 	JZ           vecs1_whole_rows6_store
-	JMP          vecs1_whole_rows6
+	JMP          vecs1_whole_rows6_by4
 
 vecs1_whole_rows6_load:
 	MOVQ    AX, R13
@@ -6321,6 +7537,81 @@ vecs1_whole_rows6_load:
 	VMOVUPS (R13), Y4
 	ADDQ    CX, R13
 	VMOVUPS (R13), Y5
+
+	// 4 steps of k a pass: 4 rows of B, 24 broadcasts of A, 24 FMAs.
+vecs1_whole_rows6_by4:
+	CMPQ R12, $0x04
+	JLT  vecs1_whole_rows6_rest
+
+vecs1_whole_rows6_steps4:
+	VPMOVZXWD    (R10), Y6
+	VPSLLD       $0x10, Y6, Y6
+	VBROADCASTSS (R11), Y7
+	VFMADD231PS  Y6, Y7, Y0
+	VBROADCASTSS (R11)(BX*1), Y7
+	VFMADD231PS  Y6, Y7, Y1
+	VBROADCASTSS (R11)(BX*2), Y7
+	VFMADD231PS  Y6, Y7, Y2
+	VBROADCASTSS (R11)(SI*1), Y7
+	VFMADD231PS  Y6, Y7, Y3
+	VBROADCASTSS (R11)(BX*4), Y7
+	VFMADD231PS  Y6, Y7, Y4
+	VBROADCASTSS (R11)(DI*1), Y7
+	VFMADD231PS  Y6, Y7, Y5
+	ADDQ         R8, R10
+	VPMOVZXWD    (R10), Y6
+	VPSLLD       $0x10, Y6, Y6
+	VBROADCASTSS 4(R11), Y7
+	VFMADD231PS  Y6, Y7, Y0
+	VBROADCASTSS 4(R11)(BX*1), Y7
+	VFMADD231PS  Y6, Y7, Y1
+	VBROADCASTSS 4(R11)(BX*2), Y7
+	VFMADD231PS  Y6, Y7, Y2
+	VBROADCASTSS 4(R11)(SI*1), Y7
+	VFMADD231PS  Y6, Y7, Y3
+	VBROADCASTSS 4(R11)(BX*4), Y7
+	VFMADD231PS  Y6, Y7, Y4
+	VBROADCASTSS 4(R11)(DI*1), Y7
+	VFMADD231PS  Y6, Y7, Y5
+	ADDQ         R8, R10
+	VPMOVZXWD    (R10), Y6
+	VPSLLD       $0x10, Y6, Y6
+	VBROADCASTSS 8(R11), Y7
+	VFMADD231PS  Y6, Y7, Y0
+	VBROADCASTSS 8(R11)(BX*1), Y7
+	VFMADD231PS  Y6, Y7, Y1
+	VBROADCASTSS 8(R11)(BX*2), Y7
+	VFMADD231PS  Y6, Y7, Y2
+	VBROADCASTSS 8(R11)(SI*1), Y7
+	VFMADD231PS  Y6, Y7, Y3
+	VBROADCASTSS 8(R11)(BX*4), Y7
+	VFMADD231PS  Y6, Y7, Y4
+	VBROADCASTSS 8(R11)(DI*1), Y7
+	VFMADD231PS  Y6, Y7, Y5
+	ADDQ         R8, R10
+	VPMOVZXWD    (R10), Y6
+	VPSLLD       $0x10, Y6, Y6
+	VBROADCASTSS 12(R11), Y7
+	VFMADD231PS  Y6, Y7, Y0
+	VBROADCASTSS 12(R11)(BX*1), Y7
+	VFMADD231PS  Y6, Y7, Y1
+	VBROADCASTSS 12(R11)(BX*2), Y7
+	VFMADD231PS  Y6, Y7, Y2
+	VBROADCASTSS 12(R11)(SI*1), Y7
+	VFMADD231PS  Y6, Y7, Y3
+	VBROADCASTSS 12(R11)(BX*4), Y7
+	VFMADD231PS  Y6, Y7, Y4
+	VBROADCASTSS 12(R11)(DI*1), Y7
+	VFMADD231PS  Y6, Y7, Y5
+	ADDQ         R8, R10
+	ADDQ         $0x10, R11
+	SUBQ         $0x04, R12
+	CMPQ         R12, $0x04
+	JGE          vecs1_whole_rows6_steps4
+
+vecs1_whole_rows6_rest:
+	TESTQ R12, R12
+	JZ    vecs1_whole_rows6_store
 
 	// The k loop: a row of B, 6 broadcasts of A, 6 FMAs.
 vecs1_whole_rows6:
@@ -6387,7 +7678,7 @@ vecs1_whole_tail4:
 	ADDQ         $0x04, R10
 	DECQ         R11
 	JZ           vecs1_whole_rows4_store
-	JMP          vecs1_whole_rows4
+	JMP          vecs1_whole_rows4_by4
 
 vecs1_whole_rows4_load:
 	MOVQ    AX, R12
@@ -6398,6 +7689,65 @@ vecs1_whole_rows4_load:
 	VMOVUPS (R12), Y2
 	ADDQ    CX, R12
 	VMOVUPS (R12), Y3
+
+	// 4 steps of k a pass: 4 rows of B, 16 broadcasts of A, 16 FMAs.
+vecs1_whole_rows4_by4:
+	CMPQ R11, $0x04
+	JLT  vecs1_whole_rows4_rest
+
+vecs1_whole_rows4_steps4:
+	VPMOVZXWD    (DI), Y4
+	VPSLLD       $0x10, Y4, Y4
+	VBROADCASTSS (R10), Y5
+	VFMADD231PS  Y4, Y5, Y0
+	VBROADCASTSS (R10)(BX*1), Y5
+	VFMADD231PS  Y4, Y5, Y1
+	VBROADCASTSS (R10)(BX*2), Y5
+	VFMADD231PS  Y4, Y5, Y2
+	VBROADCASTSS (R10)(SI*1), Y5
+	VFMADD231PS  Y4, Y5, Y3
+	ADDQ         R8, DI
+	VPMOVZXWD    (DI), Y4
+	VPSLLD       $0x10, Y4, Y4
+	VBROADCASTSS 4(R10), Y5
+	VFMADD231PS  Y4, Y5, Y0
+	VBROADCASTSS 4(R10)(BX*1), Y5
+	VFMADD231PS  Y4, Y5, Y1
+	VBROADCASTSS 4(R10)(BX*2), Y5
+	VFMADD231PS  Y4, Y5, Y2
+	VBROADCASTSS 4(R10)(SI*1), Y5
+	VFMADD231PS  Y4, Y5, Y3
+	ADDQ         R8, DI
+	VPMOVZXWD    (DI), Y4
+	VPSLLD       $0x10, Y4, Y4
+	VBROADCASTSS 8(R10), Y5
+	VFMADD231PS  Y4, Y5, Y0
+	VBROADCASTSS 8(R10)(BX*1), Y5
+	VFMADD231PS  Y4, Y5, Y1
+	VBROADCASTSS 8(R10)(BX*2), Y5
+	VFMADD231PS  Y4, Y5, Y2
+	VBROADCASTSS 8(R10)(SI*1), Y5
+	VFMADD231PS  Y4, Y5, Y3
+	ADDQ         R8, DI
+	VPMOVZXWD    (DI), Y4
+	VPSLLD       $0x10, Y4, Y4
+	VBROADCASTSS 12(R10), Y5
+	VFMADD231PS  Y4, Y5, Y0
+	VBROADCASTSS 12(R10)(BX*1), Y5
+	VFMADD231PS  Y4, Y5, Y1
+	VBROADCASTSS 12(R10)(BX*2), Y5
+	VFMADD231PS  Y4, Y5, Y2
+	VBROADCASTSS 12(R10)(SI*1), Y5
+	VFMADD231PS  Y4, Y5, Y3
+	ADDQ         R8, DI
+	ADDQ         $0x10, R10
+	SUBQ         $0x04, R11
+	CMPQ         R11, $0x04
+	JGE          vecs1_whole_rows4_steps4
+
+vecs1_whole_rows4_rest:
+	TESTQ R11, R11
+	JZ    vecs1_whole_rows4_store
 
 	// The k loop: a row of B, 4 broadcasts of A, 4 FMAs.
 vecs1_whole_rows4:
@@ -6450,13 +7800,56 @@ vecs1_whole_tail2:
 	ADDQ         $0x04, DI
 	DECQ         R10
 	JZ           vecs1_whole_rows2_store
-	JMP          vecs1_whole_rows2
+	JMP          vecs1_whole_rows2_by4
 
 vecs1_whole_rows2_load:
 	MOVQ    AX, R11
 	VMOVUPS (R11), Y0
 	ADDQ    CX, R11
 	VMOVUPS (R11), Y1
+
+	// 4 steps of k a pass: 4 rows of B, 8 broadcasts of A, 8 FMAs.
+vecs1_whole_rows2_by4:
+	CMPQ R10, $0x04
+	JLT  vecs1_whole_rows2_rest
+
+vecs1_whole_rows2_steps4:
+	VPMOVZXWD    (SI), Y2
+	VPSLLD       $0x10, Y2, Y2
+	VBROADCASTSS (DI), Y3
+	VFMADD231PS  Y2, Y3, Y0
+	VBROADCASTSS (DI)(BX*1), Y3
+	VFMADD231PS  Y2, Y3, Y1
+	ADDQ         R8, SI
+	VPMOVZXWD    (SI), Y2
+	VPSLLD       $0x10, Y2, Y2
+	VBROADCASTSS 4(DI), Y3
+	VFMADD231PS  Y2, Y3, Y0
+	VBROADCASTSS 4(DI)(BX*1), Y3
+	VFMADD231PS  Y2, Y3, Y1
+	ADDQ         R8, SI
+	VPMOVZXWD    (SI), Y2
+	VPSLLD       $0x10, Y2, Y2
+	VBROADCASTSS 8(DI), Y3
+	VFMADD231PS  Y2, Y3, Y0
+	VBROADCASTSS 8(DI)(BX*1), Y3
+	VFMADD231PS  Y2, Y3, Y1
+	ADDQ         R8, SI
+	VPMOVZXWD    (SI), Y2
+	VPSLLD       $0x10, Y2, Y2
+	VBROADCASTSS 12(DI), Y3
+	VFMADD231PS  Y2, Y3, Y0
+	VBROADCASTSS 12(DI)(BX*1), Y3
+	VFMADD231PS  Y2, Y3, Y1
+	ADDQ         R8, SI
+	ADDQ         $0x10, DI
+	SUBQ         $0x04, R10
+	CMPQ         R10, $0x04
+	JGE          vecs1_whole_rows2_steps4
+
+vecs1_whole_rows2_rest:
+	TESTQ R10, R10
+	JZ    vecs1_whole_rows2_store
 
 	// The k loop: a row of B, 2 broadcasts of A, 2 FMAs.
 vecs1_whole_rows2:
@@ -6499,11 +7892,46 @@ vecs1_whole_tail1:
 	ADDQ         $0x04, DI
 	DECQ         R9
 	JZ           vecs1_whole_rows1_store
-	JMP          vecs1_whole_rows1
+	JMP          vecs1_whole_rows1_by4
 
 vecs1_whole_rows1_load:
 	MOVQ    AX, R10
 	VMOVUPS (R10), Y0
+
+	// 4 steps of k a pass: 4 rows of B, 4 broadcasts of A, 4 FMAs.
+vecs1_whole_rows1_by4:
+	CMPQ R9, $0x04
+	JLT  vecs1_whole_rows1_rest
+
+vecs1_whole_rows1_steps4:
+	VPMOVZXWD    (SI), Y1
+	VPSLLD       $0x10, Y1, Y1
+	VBROADCASTSS (DI), Y2
+	VFMADD231PS  Y1, Y2, Y0
+	ADDQ         R8, SI
+	VPMOVZXWD    (SI), Y1
+	VPSLLD       $0x10, Y1, Y1
+	VBROADCASTSS 4(DI), Y2
+	VFMADD231PS  Y1, Y2, Y0
+	ADDQ         R8, SI
+	VPMOVZXWD    (SI), Y1
+	VPSLLD       $0x10, Y1, Y1
+	VBROADCASTSS 8(DI), Y2
+	VFMADD231PS  Y1, Y2, Y0
+	ADDQ         R8, SI
+	VPMOVZXWD    (SI), Y1
+	VPSLLD       $0x10, Y1, Y1
+	VBROADCASTSS 12(DI), Y2
+	VFMADD231PS  Y1, Y2, Y0
+	ADDQ         R8, SI
+	ADDQ         $0x10, DI
+	SUBQ         $0x04, R9
+	CMPQ         R9, $0x04
+	JGE          vecs1_whole_rows1_steps4
+
+vecs1_whole_rows1_rest:
+	TESTQ R9, R9
+	JZ    vecs1_whole_rows1_store
 
 	// The k loop: a row of B, 1 broadcasts of A, 1 FMAs.
 vecs1_whole_rows1:
@@ -6566,7 +7994,7 @@ vecs2_masked_groups:
 	ADDQ         $0x04, R11
 	DECQ         R13
 	JZ           vecs2_masked_rows6_store
-	JMP          vecs2_masked_rows6
+	JMP          vecs2_masked_rows6_by4
 
 vecs2_masked_rows6_load:
 	MOVQ       AX, R14
@@ -6593,6 +8021,113 @@ vecs2_masked_rows6_load:
 	VMOVUPS    (R14), Y10
 	VMOVDQU    (R12), Y11
 	VMASKMOVPS 32(R14), Y11, Y11
+
+	// 4 steps of k a pass: 4 rows of B, 24 broadcasts of A, 48 FMAs.
+vecs2_masked_rows6_by4:
+	CMPQ R13, $0x04
+	JLT  vecs2_masked_rows6_rest
+
+vecs2_masked_rows6_steps4:
+	VPMOVZXWD    (R10), Y12
+	VPSLLD       $0x10, Y12, Y12
+	VPMOVZXWD    16(R10), Y13
+	VPSLLD       $0x10, Y13, Y13
+	VBROADCASTSS (R11), Y14
+	VFMADD231PS  Y12, Y14, Y0
+	VFMADD231PS  Y13, Y14, Y1
+	VBROADCASTSS (R11)(BX*1), Y14
+	VFMADD231PS  Y12, Y14, Y2
+	VFMADD231PS  Y13, Y14, Y3
+	VBROADCASTSS (R11)(BX*2), Y14
+	VFMADD231PS  Y12, Y14, Y4
+	VFMADD231PS  Y13, Y14, Y5
+	VBROADCASTSS (R11)(SI*1), Y14
+	VFMADD231PS  Y12, Y14, Y6
+	VFMADD231PS  Y13, Y14, Y7
+	VBROADCASTSS (R11)(BX*4), Y14
+	VFMADD231PS  Y12, Y14, Y8
+	VFMADD231PS  Y13, Y14, Y9
+	VBROADCASTSS (R11)(DI*1), Y14
+	VFMADD231PS  Y12, Y14, Y10
+	VFMADD231PS  Y13, Y14, Y11
+	ADDQ         R8, R10
+	VPMOVZXWD    (R10), Y12
+	VPSLLD       $0x10, Y12, Y12
+	VPMOVZXWD    16(R10), Y13
+	VPSLLD       $0x10, Y13, Y13
+	VBROADCASTSS 4(R11), Y14
+	VFMADD231PS  Y12, Y14, Y0
+	VFMADD231PS  Y13, Y14, Y1
+	VBROADCASTSS 4(R11)(BX*1), Y14
+	VFMADD231PS  Y12, Y14, Y2
+	VFMADD231PS  Y13, Y14, Y3
+	VBROADCASTSS 4(R11)(BX*2), Y14
+	VFMADD231PS  Y12, Y14, Y4
+	VFMADD231PS  Y13, Y14, Y5
+	VBROADCASTSS 4(R11)(SI*1), Y14
+	VFMADD231PS  Y12, Y14, Y6
+	VFMADD231PS  Y13, Y14, Y7
+	VBROADCASTSS 4(R11)(BX*4), Y14
+	VFMADD231PS  Y12, Y14, Y8
+	VFMADD231PS  Y13, Y14, Y9
+	VBROADCASTSS 4(R11)(DI*1), Y14
+	VFMADD231PS  Y12, Y14, Y10
+	VFMADD231PS  Y13, Y14, Y11
+	ADDQ         R8, R10
+	VPMOVZXWD    (R10), Y12
+	VPSLLD       $0x10, Y12, Y12
+	VPMOVZXWD    16(R10), Y13
+	VPSLLD       $0x10, Y13, Y13
+	VBROADCASTSS 8(R11), Y14
+	VFMADD231PS  Y12, Y14, Y0
+	VFMADD231PS  Y13, Y14, Y1
+	VBROADCASTSS 8(R11)(BX*1), Y14
+	VFMADD231PS  Y12, Y14, Y2
+	VFMADD231PS  Y13, Y14, Y3
+	VBROADCASTSS 8(R11)(BX*2), Y14
+	VFMADD231PS  Y12, Y14, Y4
+	VFMADD231PS  Y13, Y14, Y5
+	VBROADCASTSS 8(R11)(SI*1), Y14
+	VFMADD231PS  Y12, Y14, Y6
+	VFMADD231PS  Y13, Y14, Y7
+	VBROADCASTSS 8(R11)(BX*4), Y14
+	VFMADD231PS  Y12, Y14, Y8
+	VFMADD231PS  Y13, Y14, Y9
+	VBROADCASTSS 8(R11)(DI*1), Y14
+	VFMADD231PS  Y12, Y14, Y10
+	VFMADD231PS  Y13, Y14, Y11
+	ADDQ         R8, R10
+	VPMOVZXWD    (R10), Y12
+	VPSLLD       $0x10, Y12, Y12
+	VPMOVZXWD    16(R10), Y13
+	VPSLLD       $0x10, Y13, Y13
+	VBROADCASTSS 12(R11), Y14
+	VFMADD231PS  Y12, Y14, Y0
+	VFMADD231PS  Y13, Y14, Y1
+	VBROADCASTSS 12(R11)(BX*1), Y14
+	VFMADD231PS  Y12, Y14, Y2
+	VFMADD231PS  Y13, Y14, Y3
+	VBROADCASTSS 12(R11)(BX*2), Y14
+	VFMADD231PS  Y12, Y14, Y4
+	VFMADD231PS  Y13, Y14, Y5
+	VBROADCASTSS 12(R11)(SI*1), Y14
+	VFMADD231PS  Y12, Y14, Y6
+	VFMADD231PS  Y13, Y14, Y7
+	VBROADCASTSS 12(R11)(BX*4), Y14
+	VFMADD231PS  Y12, Y14, Y8
+	VFMADD231PS  Y13, Y14, Y9
+	VBROADCASTSS 12(R11)(DI*1), Y14
+	VFMADD231PS  Y12, Y14, Y10
+	VFMADD231PS  Y13, Y14, Y11
+	ADDQ         R8, R10
+	ADDQ         $0x10, R11
+	SUBQ         $0x04, R13
+	CMPQ         R13, $0x04
+	JGE          vecs2_masked_rows6_steps4
+
+vecs2_masked_rows6_rest:
+	TESTQ R13, R13
+	JZ    vecs2_masked_rows6_store
 
 	// The k loop: a row of B, 6 broadcasts of A, 12 FMAs.
 vecs2_masked_rows6:
@@ -6685,7 +8220,7 @@ vecs2_masked_tail4:
 	ADDQ         $0x04, R10
 	DECQ         R11
 	JZ           vecs2_masked_rows4_store
-	JMP          vecs2_masked_rows4
+	JMP          vecs2_masked_rows4_by4
 
 vecs2_masked_rows4_load:
 	MOVQ       AX, R13
@@ -6704,6 +8239,89 @@ vecs2_masked_rows4_load:
 	VMOVUPS    (R13), Y6
 	VMOVDQU    (R12), Y7
 	VMASKMOVPS 32(R13), Y7, Y7
+
+	// 4 steps of k a pass: 4 rows of B, 16 broadcasts of A, 32 FMAs.
+vecs2_masked_rows4_by4:
+	CMPQ R11, $0x04
+	JLT  vecs2_masked_rows4_rest
+
+vecs2_masked_rows4_steps4:
+	VPMOVZXWD    (DI), Y8
+	VPSLLD       $0x10, Y8, Y8
+	VPMOVZXWD    16(DI), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VBROADCASTSS (R10), Y10
+	VFMADD231PS  Y8, Y10, Y0
+	VFMADD231PS  Y9, Y10, Y1
+	VBROADCASTSS (R10)(BX*1), Y10
+	VFMADD231PS  Y8, Y10, Y2
+	VFMADD231PS  Y9, Y10, Y3
+	VBROADCASTSS (R10)(BX*2), Y10
+	VFMADD231PS  Y8, Y10, Y4
+	VFMADD231PS  Y9, Y10, Y5
+	VBROADCASTSS (R10)(SI*1), Y10
+	VFMADD231PS  Y8, Y10, Y6
+	VFMADD231PS  Y9, Y10, Y7
+	ADDQ         R8, DI
+	VPMOVZXWD    (DI), Y8
+	VPSLLD       $0x10, Y8, Y8
+	VPMOVZXWD    16(DI), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VBROADCASTSS 4(R10), Y10
+	VFMADD231PS  Y8, Y10, Y0
+	VFMADD231PS  Y9, Y10, Y1
+	VBROADCASTSS 4(R10)(BX*1), Y10
+	VFMADD231PS  Y8, Y10, Y2
+	VFMADD231PS  Y9, Y10, Y3
+	VBROADCASTSS 4(R10)(BX*2), Y10
+	VFMADD231PS  Y8, Y10, Y4
+	VFMADD231PS  Y9, Y10, Y5
+	VBROADCASTSS 4(R10)(SI*1), Y10
+	VFMADD231PS  Y8, Y10, Y6
+	VFMADD231PS  Y9, Y10, Y7
+	ADDQ         R8, DI
+	VPMOVZXWD    (DI), Y8
+	VPSLLD       $0x10, Y8, Y8
+	VPMOVZXWD    16(DI), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VBROADCASTSS 8(R10), Y10
+	VFMADD231PS  Y8, Y10, Y0
+	VFMADD231PS  Y9, Y10, Y1
+	VBROADCASTSS 8(R10)(BX*1), Y10
+	VFMADD231PS  Y8, Y10, Y2
+	VFMADD231PS  Y9, Y10, Y3
+	VBROADCASTSS 8(R10)(BX*2), Y10
+	VFMADD231PS  Y8, Y10, Y4
+	VFMADD231PS  Y9, Y10, Y5
+	VBROADCASTSS 8(R10)(SI*1), Y10
+	VFMADD231PS  Y8, Y10, Y6
+	VFMADD231PS  Y9, Y10, Y7
+	ADDQ         R8, DI
+	VPMOVZXWD    (DI), Y8
+	VPSLLD       $0x10, Y8, Y8
+	VPMOVZXWD    16(DI), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VBROADCASTSS 12(R10), Y10
+	VFMADD231PS  Y8, Y10, Y0
+	VFMADD231PS  Y9, Y10, Y1
+	VBROADCASTSS 12(R10)(BX*1), Y10
+	VFMADD231PS  Y8, Y10, Y2
+	VFMADD231PS  Y9, Y10, Y3
+	VBROADCASTSS 12(R10)(BX*2), Y10
+	VFMADD231PS  Y8, Y10, Y4
+	VFMADD231PS  Y9, Y10, Y5
+	VBROADCASTSS 12(R10)(SI*1), Y10
+	VFMADD231PS  Y8, Y10, Y6
+	VFMADD231PS  Y9, Y10, Y7
+	ADDQ         R8, DI
+	ADDQ         $0x10, R10
+	SUBQ         $0x04, R11
+	CMPQ         R11, $0x04
+	JGE          vecs2_masked_rows4_steps4
+
+vecs2_masked_rows4_rest:
+	TESTQ R11, R11
+	JZ    vecs2_masked_rows4_store
 
 	// The k loop: a row of B, 4 broadcasts of A, 8 FMAs.
 vecs2_masked_rows4:
@@ -6774,7 +8392,7 @@ vecs2_masked_tail2:
 	ADDQ         $0x04, DI
 	DECQ         R10
 	JZ           vecs2_masked_rows2_store
-	JMP          vecs2_masked_rows2
+	JMP          vecs2_masked_rows2_by4
 
 vecs2_masked_rows2_load:
 	MOVQ       AX, R11
@@ -6785,6 +8403,65 @@ vecs2_masked_rows2_load:
 	VMOVUPS    (R11), Y2
 	VMOVDQU    (R12), Y3
 	VMASKMOVPS 32(R11), Y3, Y3
+
+	// 4 steps of k a pass: 4 rows of B, 8 broadcasts of A, 16 FMAs.
+vecs2_masked_rows2_by4:
+	CMPQ R10, $0x04
+	JLT  vecs2_masked_rows2_rest
+
+vecs2_masked_rows2_steps4:
+	VPMOVZXWD    (SI), Y4
+	VPSLLD       $0x10, Y4, Y4
+	VPMOVZXWD    16(SI), Y5
+	VPSLLD       $0x10, Y5, Y5
+	VBROADCASTSS (DI), Y6
+	VFMADD231PS  Y4, Y6, Y0
+	VFMADD231PS  Y5, Y6, Y1
+	VBROADCASTSS (DI)(BX*1), Y6
+	VFMADD231PS  Y4, Y6, Y2
+	VFMADD231PS  Y5, Y6, Y3
+	ADDQ         R8, SI
+	VPMOVZXWD    (SI), Y4
+	VPSLLD       $0x10, Y4, Y4
+	VPMOVZXWD    16(SI), Y5
+	VPSLLD       $0x10, Y5, Y5
+	VBROADCASTSS 4(DI), Y6
+	VFMADD231PS  Y4, Y6, Y0
+	VFMADD231PS  Y5, Y6, Y1
+	VBROADCASTSS 4(DI)(BX*1), Y6
+	VFMADD231PS  Y4, Y6, Y2
+	VFMADD231PS  Y5, Y6, Y3
+	ADDQ         R8, SI
+	VPMOVZXWD    (SI), Y4
+	VPSLLD       $0x10, Y4, Y4
+	VPMOVZXWD    16(SI), Y5
+	VPSLLD       $0x10, Y5, Y5
+	VBROADCASTSS 8(DI), Y6
+	VFMADD231PS  Y4, Y6, Y0
+	VFMADD231PS  Y5, Y6, Y1
+	VBROADCASTSS 8(DI)(BX*1), Y6
+	VFMADD231PS  Y4, Y6, Y2
+	VFMADD231PS  Y5, Y6, Y3
+	ADDQ         R8, SI
+	VPMOVZXWD    (SI), Y4
+	VPSLLD       $0x10, Y4, Y4
+	VPMOVZXWD    16(SI), Y5
+	VPSLLD       $0x10, Y5, Y5
+	VBROADCASTSS 12(DI), Y6
+	VFMADD231PS  Y4, Y6, Y0
+	VFMADD231PS  Y5, Y6, Y1
+	VBROADCASTSS 12(DI)(BX*1), Y6
+	VFMADD231PS  Y4, Y6, Y2
+	VFMADD231PS  Y5, Y6, Y3
+	ADDQ         R8, SI
+	ADDQ         $0x10, DI
+	SUBQ         $0x04, R10
+	CMPQ         R10, $0x04
+	JGE          vecs2_masked_rows2_steps4
+
+vecs2_masked_rows2_rest:
+	TESTQ R10, R10
+	JZ    vecs2_masked_rows2_store
 
 	// The k loop: a row of B, 2 broadcasts of A, 4 FMAs.
 vecs2_masked_rows2:
@@ -6838,13 +8515,60 @@ vecs2_masked_tail1:
 	ADDQ         $0x04, DI
 	DECQ         R9
 	JZ           vecs2_masked_rows1_store
-	JMP          vecs2_masked_rows1
+	JMP          vecs2_masked_rows1_by4
 
 vecs2_masked_rows1_load:
 	MOVQ       AX, R10
 	VMOVUPS    (R10), Y0
 	VMOVDQU    (R12), Y1
 	VMASKMOVPS 32(R10), Y1, Y1
+
+	// 4 steps of k a pass: 4 rows of B, 4 broadcasts of A, 8 FMAs.
+vecs2_masked_rows1_by4:
+	CMPQ R9, $0x04
+	JLT  vecs2_masked_rows1_rest
+
+vecs2_masked_rows1_steps4:
+	VPMOVZXWD    (SI), Y2
+	VPSLLD       $0x10, Y2, Y2
+	VPMOVZXWD    16(SI), Y3
+	VPSLLD       $0x10, Y3, Y3
+	VBROADCASTSS (DI), Y4
+	VFMADD231PS  Y2, Y4, Y0
+	VFMADD231PS  Y3, Y4, Y1
+	ADDQ         R8, SI
+	VPMOVZXWD    (SI), Y2
+	VPSLLD       $0x10, Y2, Y2
+	VPMOVZXWD    16(SI), Y3
+	VPSLLD       $0x10, Y3, Y3
+	VBROADCASTSS 4(DI), Y4
+	VFMADD231PS  Y2, Y4, Y0
+	VFMADD231PS  Y3, Y4, Y1
+	ADDQ         R8, SI
+	VPMOVZXWD    (SI), Y2
+	VPSLLD       $0x10, Y2, Y2
+	VPMOVZXWD    16(SI), Y3
+	VPSLLD       $0x10, Y3, Y3
+	VBROADCASTSS 8(DI), Y4
+	VFMADD231PS  Y2, Y4, Y0
+	VFMADD231PS  Y3, Y4, Y1
+	ADDQ         R8, SI
+	VPMOVZXWD    (SI), Y2
+	VPSLLD       $0x10, Y2, Y2
+	VPMOVZXWD    16(SI), Y3
+	VPSLLD       $0x10, Y3, Y3
+	VBROADCASTSS 12(DI), Y4
+	VFMADD231PS  Y2, Y4, Y0
+	VFMADD231PS  Y3, Y4, Y1
+	ADDQ         R8, SI
+	ADDQ         $0x10, DI
+	SUBQ         $0x04, R9
+	CMPQ         R9, $0x04
+	JGE          vecs2_masked_rows1_steps4
+
+vecs2_masked_rows1_rest:
+	TESTQ R9, R9
+	JZ    vecs2_masked_rows1_store
 
 	// The k loop: a row of B, 1 broadcasts of A, 2 FMAs.
 vecs2_masked_rows1:
@@ -6904,7 +8628,7 @@ vecs1_masked_groups:
 	ADDQ         $0x04, R11
 	DECQ         R13
 	JZ           vecs1_masked_rows6_store
-	JMP          vecs1_masked_rows6
+	JMP          vecs1_masked_rows6_by4
 
 vecs1_masked_rows6_load:
 	MOVQ       AX, R14
@@ -6925,6 +8649,81 @@ vecs1_masked_rows6_load:
 	ADDQ       CX, R14
 	VMOVDQU    (R12), Y5
 	VMASKMOVPS (R14), Y5, Y5
+
+	// 4 steps of k a pass: 4 rows of B, 24 broadcasts of A, 24 FMAs.
+vecs1_masked_rows6_by4:
+	CMPQ R13, $0x04
+	JLT  vecs1_masked_rows6_rest
+
+vecs1_masked_rows6_steps4:
+	VPMOVZXWD    (R10), Y6
+	VPSLLD       $0x10, Y6, Y6
+	VBROADCASTSS (R11), Y7
+	VFMADD231PS  Y6, Y7, Y0
+	VBROADCASTSS (R11)(BX*1), Y7
+	VFMADD231PS  Y6, Y7, Y1
+	VBROADCASTSS (R11)(BX*2), Y7
+	VFMADD231PS  Y6, Y7, Y2
+	VBROADCASTSS (R11)(SI*1), Y7
+	VFMADD231PS  Y6, Y7, Y3
+	VBROADCASTSS (R11)(BX*4), Y7
+	VFMADD231PS  Y6, Y7, Y4
+	VBROADCASTSS (R11)(DI*1), Y7
+	VFMADD231PS  Y6, Y7, Y5
+	ADDQ         R8, R10
+	VPMOVZXWD    (R10), Y6
+	VPSLLD       $0x10, Y6, Y6
+	VBROADCASTSS 4(R11), Y7
+	VFMADD231PS  Y6, Y7, Y0
+	VBROADCASTSS 4(R11)(BX*1), Y7
+	VFMADD231PS  Y6, Y7, Y1
+	VBROADCASTSS 4(R11)(BX*2), Y7
+	VFMADD231PS  Y6, Y7, Y2
+	VBROADCASTSS 4(R11)(SI*1), Y7
+	VFMADD231PS  Y6, Y7, Y3
+	VBROADCASTSS 4(R11)(BX*4), Y7
+	VFMADD231PS  Y6, Y7, Y4
+	VBROADCASTSS 4(R11)(DI*1), Y7
+	VFMADD231PS  Y6, Y7, Y5
+	ADDQ         R8, R10
+	VPMOVZXWD    (R10), Y6
+	VPSLLD       $0x10, Y6, Y6
+	VBROADCASTSS 8(R11), Y7
+	VFMADD231PS  Y6, Y7, Y0
+	VBROADCASTSS 8(R11)(BX*1), Y7
+	VFMADD231PS  Y6, Y7, Y1
+	VBROADCASTSS 8(R11)(BX*2), Y7
+	VFMADD231PS  Y6, Y7, Y2
+	VBROADCASTSS 8(R11)(SI*1), Y7
+	VFMADD231PS  Y6, Y7, Y3
+	VBROADCASTSS 8(R11)(BX*4), Y7
+	VFMADD231PS  Y6, Y7, Y4
+	VBROADCASTSS 8(R11)(DI*1), Y7
+	VFMADD231PS  Y6, Y7, Y5
+	ADDQ         R8, R10
+	VPMOVZXWD    (R10), Y6
+	VPSLLD       $0x10, Y6, Y6
+	VBROADCASTSS 12(R11), Y7
+	VFMADD231PS  Y6, Y7, Y0
+	VBROADCASTSS 12(R11)(BX*1), Y7
+	VFMADD231PS  Y6, Y7, Y1
+	VBROADCASTSS 12(R11)(BX*2), Y7
+	VFMADD231PS  Y6, Y7, Y2
+	VBROADCASTSS 12(R11)(SI*1), Y7
+	VFMADD231PS  Y6, Y7, Y3
+	VBROADCASTSS 12(R11)(BX*4), Y7
+	VFMADD231PS  Y6, Y7, Y4
+	VBROADCASTSS 12(R11)(DI*1), Y7
+	VFMADD231PS  Y6, Y7, Y5
+	ADDQ         R8, R10
+	ADDQ         $0x10, R11
+	SUBQ         $0x04, R13
+	CMPQ         R13, $0x04
+	JGE          vecs1_masked_rows6_steps4
+
+vecs1_masked_rows6_rest:
+	TESTQ R13, R13
+	JZ    vecs1_masked_rows6_store
 
 	// The k loop: a row of B, 6 broadcasts of A, 6 FMAs.
 vecs1_masked_rows6:
@@ -6997,7 +8796,7 @@ vecs1_masked_tail4:
 	ADDQ         $0x04, R10
 	DECQ         R11
 	JZ           vecs1_masked_rows4_store
-	JMP          vecs1_masked_rows4
+	JMP          vecs1_masked_rows4_by4
 
 vecs1_masked_rows4_load:
 	MOVQ       AX, R13
@@ -7012,6 +8811,65 @@ vecs1_masked_rows4_load:
 	ADDQ       CX, R13
 	VMOVDQU    (R12), Y3
 	VMASKMOVPS (R13), Y3, Y3
+
+	// 4 steps of k a pass: 4 rows of B, 16 broadcasts of A, 16 FMAs.
+vecs1_masked_rows4_by4:
+	CMPQ R11, $0x04
+	JLT  vecs1_masked_rows4_rest
+
+vecs1_masked_rows4_steps4:
+	VPMOVZXWD    (DI), Y4
+	VPSLLD       $0x10, Y4, Y4
+	VBROADCASTSS (R10), Y5
+	VFMADD231PS  Y4, Y5, Y0
+	VBROADCASTSS (R10)(BX*1), Y5
+	VFMADD231PS  Y4, Y5, Y1
+	VBROADCASTSS (R10)(BX*2), Y5
+	VFMADD231PS  Y4, Y5, Y2
+	VBROADCASTSS (R10)(SI*1), Y5
+	VFMADD231PS  Y4, Y5, Y3
+	ADDQ         R8, DI
+	VPMOVZXWD    (DI), Y4
+	VPSLLD       $0x10, Y4, Y4
+	VBROADCASTSS 4(R10), Y5
+	VFMADD231PS  Y4, Y5, Y0
+	VBROADCASTSS 4(R10)(BX*1), Y5
+	VFMADD231PS  Y4, Y5, Y1
+	VBROADCASTSS 4(R10)(BX*2), Y5
+	VFMADD231PS  Y4, Y5, Y2
+	VBROADCASTSS 4(R10)(SI*1), Y5
+	VFMADD231PS  Y4, Y5, Y3
+	ADDQ         R8, DI
+	VPMOVZXWD    (DI), Y4
+	VPSLLD       $0x10, Y4, Y4
+	VBROADCASTSS 8(R10), Y5
+	VFMADD231PS  Y4, Y5, Y0
+	VBROADCASTSS 8(R10)(BX*1), Y5
+	VFMADD231PS  Y4, Y5, Y1
+	VBROADCASTSS 8(R10)(BX*2), Y5
+	VFMADD231PS  Y4, Y5, Y2
+	VBROADCASTSS 8(R10)(SI*1), Y5
+	VFMADD231PS  Y4, Y5, Y3
+	ADDQ         R8, DI
+	VPMOVZXWD    (DI), Y4
+	VPSLLD       $0x10, Y4, Y4
+	VBROADCASTSS 12(R10), Y5
+	VFMADD231PS  Y4, Y5, Y0
+	VBROADCASTSS 12(R10)(BX*1), Y5
+	VFMADD231PS  Y4, Y5, Y1
+	VBROADCASTSS 12(R10)(BX*2), Y5
+	VFMADD231PS  Y4, Y5, Y2
+	VBROADCASTSS 12(R10)(SI*1), Y5
+	VFMADD231PS  Y4, Y5, Y3
+	ADDQ         R8, DI
+	ADDQ         $0x10, R10
+	SUBQ         $0x04, R11
+	CMPQ         R11, $0x04
+	JGE          vecs1_masked_rows4_steps4
+
+vecs1_masked_rows4_rest:
+	TESTQ R11, R11
+	JZ    vecs1_masked_rows4_store
 
 	// The k loop: a row of B, 4 broadcasts of A, 4 FMAs.
 vecs1_masked_rows4:
@@ -7068,7 +8926,7 @@ vecs1_masked_tail2:
 	ADDQ         $0x04, DI
 	DECQ         R10
 	JZ           vecs1_masked_rows2_store
-	JMP          vecs1_masked_rows2
+	JMP          vecs1_masked_rows2_by4
 
 vecs1_masked_rows2_load:
 	MOVQ       AX, R11
@@ -7077,6 +8935,49 @@ vecs1_masked_rows2_load:
 	ADDQ       CX, R11
 	VMOVDQU    (R12), Y1
 	VMASKMOVPS (R11), Y1, Y1
+
+	// 4 steps of k a pass: 4 rows of B, 8 broadcasts of A, 8 FMAs.
+vecs1_masked_rows2_by4:
+	CMPQ R10, $0x04
+	JLT  vecs1_masked_rows2_rest
+
+vecs1_masked_rows2_steps4:
+	VPMOVZXWD    (SI), Y2
+	VPSLLD       $0x10, Y2, Y2
+	VBROADCASTSS (DI), Y3
+	VFMADD231PS  Y2, Y3, Y0
+	VBROADCASTSS (DI)(BX*1), Y3
+	VFMADD231PS  Y2, Y3, Y1
+	ADDQ         R8, SI
+	VPMOVZXWD    (SI), Y2
+	VPSLLD       $0x10, Y2, Y2
+	VBROADCASTSS 4(DI), Y3
+	VFMADD231PS  Y2, Y3, Y0
+	VBROADCASTSS 4(DI)(BX*1), Y3
+	VFMADD231PS  Y2, Y3, Y1
+	ADDQ         R8, SI
+	VPMOVZXWD    (SI), Y2
+	VPSLLD       $0x10, Y2, Y2
+	VBROADCASTSS 8(DI), Y3
+	VFMADD231PS  Y2, Y3, Y0
+	VBROADCASTSS 8(DI)(BX*1), Y3
+	VFMADD231PS  Y2, Y3, Y1
+	ADDQ         R8, SI
+	VPMOVZXWD    (SI), Y2
+	VPSLLD       $0x10, Y2, Y2
+	VBROADCASTSS 12(DI), Y3
+	VFMADD231PS  Y2, Y3, Y0
+	VBROADCASTSS 12(DI)(BX*1), Y3
+	VFMADD231PS  Y2, Y3, Y1
+	ADDQ         R8, SI
+	ADDQ         $0x10, DI
+	SUBQ         $0x04, R10
+	CMPQ         R10, $0x04
+	JGE          vecs1_masked_rows2_steps4
+
+vecs1_masked_rows2_rest:
+	TESTQ R10, R10
+	JZ    vecs1_masked_rows2_store
 
 	// The k loop: a row of B, 2 broadcasts of A, 2 FMAs.
 vecs1_masked_rows2:
@@ -7121,12 +9022,47 @@ vecs1_masked_tail1:
 	ADDQ         $0x04, DI
 	DECQ         R9
 	JZ           vecs1_masked_rows1_store
-	JMP          vecs1_masked_rows1
+	JMP          vecs1_masked_rows1_by4
 
 vecs1_masked_rows1_load:
 	MOVQ       AX, R10
 	VMOVDQU    (R12), Y0
 	VMASKMOVPS (R10), Y0, Y0
+
+	// 4 steps of k a pass: 4 rows of B, 4 broadcasts of A, 4 FMAs.
+vecs1_masked_rows1_by4:
+	CMPQ R9, $0x04
+	JLT  vecs1_masked_rows1_rest
+
+vecs1_masked_rows1_steps4:
+	VPMOVZXWD    (SI), Y1
+	VPSLLD       $0x10, Y1, Y1
+	VBROADCASTSS (DI), Y2
+	VFMADD231PS  Y1, Y2, Y0
+	ADDQ         R8, SI
+	VPMOVZXWD    (SI), Y1
+	VPSLLD       $0x10, Y1, Y1
+	VBROADCASTSS 4(DI), Y2
+	VFMADD231PS  Y1, Y2, Y0
+	ADDQ         R8, SI
+	VPMOVZXWD    (SI), Y1
+	VPSLLD       $0x10, Y1, Y1
+	VBROADCASTSS 8(DI), Y2
+	VFMADD231PS  Y1, Y2, Y0
+	ADDQ         R8, SI
+	VPMOVZXWD    (SI), Y1
+	VPSLLD       $0x10, Y1, Y1
+	VBROADCASTSS 12(DI), Y2
+	VFMADD231PS  Y1, Y2, Y0
+	ADDQ         R8, SI
+	ADDQ         $0x10, DI
+	SUBQ         $0x04, R9
+	CMPQ         R9, $0x04
+	JGE          vecs1_masked_rows1_steps4
+
+vecs1_masked_rows1_rest:
+	TESTQ R9, R9
+	JZ    vecs1_masked_rows1_store
 
 	// The k loop: a row of B, 1 broadcasts of A, 1 FMAs.
 vecs1_masked_rows1:

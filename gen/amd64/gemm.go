@@ -188,7 +188,7 @@ func (g *gen) gemmBlock(r gemmRegs, mr, nv int, masked bool, lbl string) {
 	g.JNZ(operand.LabelRef(label(lbl, "load")))
 	step(true)
 	g.JZ(operand.LabelRef(label(lbl, "store")))
-	unrolled := r.e == f32 && !r.pairs
+	unrolled := !r.pairs
 	if unrolled {
 		g.JMP(operand.LabelRef(label(lbl, "by4")))
 	} else {
