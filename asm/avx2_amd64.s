@@ -10675,6 +10675,5949 @@ vecs1_masked_done:
 	VZEROUPPER
 	RET
 
+// func GemmWPackedF16AVX2(c *float32, ldc int, a *float32, lda int, b *uint16, ldb int, m int, k int, nv int, tail int, acc int)
+// Requires: AVX, F16C, FMA3
+TEXT ·GemmWPackedF16AVX2(SB), NOSPLIT, $0-88
+	MOVQ c+0(FP), AX
+	MOVQ ldc+8(FP), CX
+	SHLQ $0x02, CX
+	MOVQ a+16(FP), DX
+	MOVQ lda+24(FP), BX
+	SHLQ $0x02, BX
+	LEAQ (BX)(BX*2), SI
+	LEAQ (BX)(BX*4), DI
+	MOVQ ldb+40(FP), DI
+	SHLQ $0x01, DI
+	MOVQ m+48(FP), R8
+	MOVQ tail+72(FP), R9
+	MOVQ $0x00000008, R10
+	SUBQ R9, R10
+	LEAQ constsAVX2<>+1568(SB), R11
+	LEAQ (R11)(R10*4), R11
+	MOVQ nv+64(FP), R10
+	CMPQ R9, $0x08
+	JNE  tail_masked
+	CMPQ R10, $0x02
+	JEQ  vecs2_whole
+	CMPQ R10, $0x01
+	JEQ  vecs1_whole
+	VZEROUPPER
+	RET
+
+tail_masked:
+	CMPQ R10, $0x02
+	JEQ  vecs2_masked
+	CMPQ R10, $0x01
+	JEQ  vecs1_masked
+	VZEROUPPER
+	RET
+
+	// Panel of 2 vectors, the last one whole.
+vecs2_whole:
+	// Groups of 6 rows.
+vecs2_whole_groups:
+	CMPQ R8, $0x06
+	JLT  vecs2_whole_tail4
+	MOVQ b+32(FP), R9
+	MOVQ DX, R10
+	MOVQ k+56(FP), R11
+
+	// Tile of 6 rows × 2 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs2_whole_rows6_load
+	VCVTPH2PS    (R9), Y10
+	VCVTPH2PS    16(R9), Y11
+	VBROADCASTSS (R10), Y1
+	VMULPS       Y10, Y1, Y0
+	VMULPS       Y11, Y1, Y1
+	VBROADCASTSS 4(R10), Y3
+	VMULPS       Y10, Y3, Y2
+	VMULPS       Y11, Y3, Y3
+	VBROADCASTSS 8(R10), Y5
+	VMULPS       Y10, Y5, Y4
+	VMULPS       Y11, Y5, Y5
+	VBROADCASTSS 12(R10), Y7
+	VMULPS       Y10, Y7, Y6
+	VMULPS       Y11, Y7, Y7
+	VBROADCASTSS 16(R10), Y9
+	VMULPS       Y10, Y9, Y8
+	VMULPS       Y11, Y9, Y9
+	VBROADCASTSS 20(R10), Y12
+	VMULPS       Y10, Y12, Y10
+	VMULPS       Y11, Y12, Y11
+	ADDQ         DI, R9
+	ADDQ         $0x18, R10
+	DECQ         R11
+	JZ           vecs2_whole_rows6_store
+	JMP          vecs2_whole_rows6_by4
+
+vecs2_whole_rows6_load:
+	MOVQ    AX, R12
+	VMOVUPS (R12), Y0
+	VMOVUPS 32(R12), Y1
+	ADDQ    CX, R12
+	VMOVUPS (R12), Y2
+	VMOVUPS 32(R12), Y3
+	ADDQ    CX, R12
+	VMOVUPS (R12), Y4
+	VMOVUPS 32(R12), Y5
+	ADDQ    CX, R12
+	VMOVUPS (R12), Y6
+	VMOVUPS 32(R12), Y7
+	ADDQ    CX, R12
+	VMOVUPS (R12), Y8
+	VMOVUPS 32(R12), Y9
+	ADDQ    CX, R12
+	VMOVUPS (R12), Y10
+	VMOVUPS 32(R12), Y11
+
+	// 4 steps of k a pass: 4 rows of B, 24 broadcasts of A, 48 FMAs.
+vecs2_whole_rows6_by4:
+	CMPQ R11, $0x04
+	JLT  vecs2_whole_rows6_rest
+
+vecs2_whole_rows6_steps4:
+	VCVTPH2PS    (R9), Y12
+	VCVTPH2PS    16(R9), Y13
+	VBROADCASTSS (R10), Y14
+	VFMADD231PS  Y12, Y14, Y0
+	VFMADD231PS  Y13, Y14, Y1
+	VBROADCASTSS 4(R10), Y14
+	VFMADD231PS  Y12, Y14, Y2
+	VFMADD231PS  Y13, Y14, Y3
+	VBROADCASTSS 8(R10), Y14
+	VFMADD231PS  Y12, Y14, Y4
+	VFMADD231PS  Y13, Y14, Y5
+	VBROADCASTSS 12(R10), Y14
+	VFMADD231PS  Y12, Y14, Y6
+	VFMADD231PS  Y13, Y14, Y7
+	VBROADCASTSS 16(R10), Y14
+	VFMADD231PS  Y12, Y14, Y8
+	VFMADD231PS  Y13, Y14, Y9
+	VBROADCASTSS 20(R10), Y14
+	VFMADD231PS  Y12, Y14, Y10
+	VFMADD231PS  Y13, Y14, Y11
+	ADDQ         DI, R9
+	VCVTPH2PS    (R9), Y12
+	VCVTPH2PS    16(R9), Y13
+	VBROADCASTSS 24(R10), Y14
+	VFMADD231PS  Y12, Y14, Y0
+	VFMADD231PS  Y13, Y14, Y1
+	VBROADCASTSS 28(R10), Y14
+	VFMADD231PS  Y12, Y14, Y2
+	VFMADD231PS  Y13, Y14, Y3
+	VBROADCASTSS 32(R10), Y14
+	VFMADD231PS  Y12, Y14, Y4
+	VFMADD231PS  Y13, Y14, Y5
+	VBROADCASTSS 36(R10), Y14
+	VFMADD231PS  Y12, Y14, Y6
+	VFMADD231PS  Y13, Y14, Y7
+	VBROADCASTSS 40(R10), Y14
+	VFMADD231PS  Y12, Y14, Y8
+	VFMADD231PS  Y13, Y14, Y9
+	VBROADCASTSS 44(R10), Y14
+	VFMADD231PS  Y12, Y14, Y10
+	VFMADD231PS  Y13, Y14, Y11
+	ADDQ         DI, R9
+	VCVTPH2PS    (R9), Y12
+	VCVTPH2PS    16(R9), Y13
+	VBROADCASTSS 48(R10), Y14
+	VFMADD231PS  Y12, Y14, Y0
+	VFMADD231PS  Y13, Y14, Y1
+	VBROADCASTSS 52(R10), Y14
+	VFMADD231PS  Y12, Y14, Y2
+	VFMADD231PS  Y13, Y14, Y3
+	VBROADCASTSS 56(R10), Y14
+	VFMADD231PS  Y12, Y14, Y4
+	VFMADD231PS  Y13, Y14, Y5
+	VBROADCASTSS 60(R10), Y14
+	VFMADD231PS  Y12, Y14, Y6
+	VFMADD231PS  Y13, Y14, Y7
+	VBROADCASTSS 64(R10), Y14
+	VFMADD231PS  Y12, Y14, Y8
+	VFMADD231PS  Y13, Y14, Y9
+	VBROADCASTSS 68(R10), Y14
+	VFMADD231PS  Y12, Y14, Y10
+	VFMADD231PS  Y13, Y14, Y11
+	ADDQ         DI, R9
+	VCVTPH2PS    (R9), Y12
+	VCVTPH2PS    16(R9), Y13
+	VBROADCASTSS 72(R10), Y14
+	VFMADD231PS  Y12, Y14, Y0
+	VFMADD231PS  Y13, Y14, Y1
+	VBROADCASTSS 76(R10), Y14
+	VFMADD231PS  Y12, Y14, Y2
+	VFMADD231PS  Y13, Y14, Y3
+	VBROADCASTSS 80(R10), Y14
+	VFMADD231PS  Y12, Y14, Y4
+	VFMADD231PS  Y13, Y14, Y5
+	VBROADCASTSS 84(R10), Y14
+	VFMADD231PS  Y12, Y14, Y6
+	VFMADD231PS  Y13, Y14, Y7
+	VBROADCASTSS 88(R10), Y14
+	VFMADD231PS  Y12, Y14, Y8
+	VFMADD231PS  Y13, Y14, Y9
+	VBROADCASTSS 92(R10), Y14
+	VFMADD231PS  Y12, Y14, Y10
+	VFMADD231PS  Y13, Y14, Y11
+	ADDQ         DI, R9
+	ADDQ         $0x60, R10
+	SUBQ         $0x04, R11
+	CMPQ         R11, $0x04
+	JGE          vecs2_whole_rows6_steps4
+
+vecs2_whole_rows6_rest:
+	TESTQ R11, R11
+	JZ    vecs2_whole_rows6_store
+
+	// The k loop: a row of B, 6 broadcasts of A, 12 FMAs.
+vecs2_whole_rows6:
+	VCVTPH2PS    (R9), Y12
+	VCVTPH2PS    16(R9), Y13
+	VBROADCASTSS (R10), Y14
+	VFMADD231PS  Y12, Y14, Y0
+	VFMADD231PS  Y13, Y14, Y1
+	VBROADCASTSS 4(R10), Y14
+	VFMADD231PS  Y12, Y14, Y2
+	VFMADD231PS  Y13, Y14, Y3
+	VBROADCASTSS 8(R10), Y14
+	VFMADD231PS  Y12, Y14, Y4
+	VFMADD231PS  Y13, Y14, Y5
+	VBROADCASTSS 12(R10), Y14
+	VFMADD231PS  Y12, Y14, Y6
+	VFMADD231PS  Y13, Y14, Y7
+	VBROADCASTSS 16(R10), Y14
+	VFMADD231PS  Y12, Y14, Y8
+	VFMADD231PS  Y13, Y14, Y9
+	VBROADCASTSS 20(R10), Y14
+	VFMADD231PS  Y12, Y14, Y10
+	VFMADD231PS  Y13, Y14, Y11
+	ADDQ         DI, R9
+	ADDQ         $0x18, R10
+	DECQ         R11
+	JNZ          vecs2_whole_rows6
+
+	// Store the tile row by row; cp ends one row past it.
+vecs2_whole_rows6_store:
+	VMOVUPS Y0, (AX)
+	VMOVUPS Y1, 32(AX)
+	ADDQ    CX, AX
+	VMOVUPS Y2, (AX)
+	VMOVUPS Y3, 32(AX)
+	ADDQ    CX, AX
+	VMOVUPS Y4, (AX)
+	VMOVUPS Y5, 32(AX)
+	ADDQ    CX, AX
+	VMOVUPS Y6, (AX)
+	VMOVUPS Y7, 32(AX)
+	ADDQ    CX, AX
+	VMOVUPS Y8, (AX)
+	VMOVUPS Y9, 32(AX)
+	ADDQ    CX, AX
+	VMOVUPS Y10, (AX)
+	VMOVUPS Y11, 32(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(SI*2), DX
+	SUBQ    $0x06, R8
+	JMP     vecs2_whole_groups
+
+	// The last rows: 4 of them, if rows%6 has that bit.
+vecs2_whole_tail4:
+	TESTQ $0x00000004, R8
+	JZ    vecs2_whole_tail2
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, R9
+	MOVQ  k+56(FP), R10
+
+	// Tile of 4 rows × 2 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs2_whole_rows4_load
+	VCVTPH2PS    (SI), Y6
+	VCVTPH2PS    16(SI), Y7
+	VBROADCASTSS (R9), Y1
+	VMULPS       Y6, Y1, Y0
+	VMULPS       Y7, Y1, Y1
+	VBROADCASTSS 4(R9), Y3
+	VMULPS       Y6, Y3, Y2
+	VMULPS       Y7, Y3, Y3
+	VBROADCASTSS 8(R9), Y5
+	VMULPS       Y6, Y5, Y4
+	VMULPS       Y7, Y5, Y5
+	VBROADCASTSS 12(R9), Y8
+	VMULPS       Y6, Y8, Y6
+	VMULPS       Y7, Y8, Y7
+	ADDQ         DI, SI
+	ADDQ         $0x10, R9
+	DECQ         R10
+	JZ           vecs2_whole_rows4_store
+	JMP          vecs2_whole_rows4_by4
+
+vecs2_whole_rows4_load:
+	MOVQ    AX, R11
+	VMOVUPS (R11), Y0
+	VMOVUPS 32(R11), Y1
+	ADDQ    CX, R11
+	VMOVUPS (R11), Y2
+	VMOVUPS 32(R11), Y3
+	ADDQ    CX, R11
+	VMOVUPS (R11), Y4
+	VMOVUPS 32(R11), Y5
+	ADDQ    CX, R11
+	VMOVUPS (R11), Y6
+	VMOVUPS 32(R11), Y7
+
+	// 4 steps of k a pass: 4 rows of B, 16 broadcasts of A, 32 FMAs.
+vecs2_whole_rows4_by4:
+	CMPQ R10, $0x04
+	JLT  vecs2_whole_rows4_rest
+
+vecs2_whole_rows4_steps4:
+	VCVTPH2PS    (SI), Y8
+	VCVTPH2PS    16(SI), Y9
+	VBROADCASTSS (R9), Y10
+	VFMADD231PS  Y8, Y10, Y0
+	VFMADD231PS  Y9, Y10, Y1
+	VBROADCASTSS 4(R9), Y10
+	VFMADD231PS  Y8, Y10, Y2
+	VFMADD231PS  Y9, Y10, Y3
+	VBROADCASTSS 8(R9), Y10
+	VFMADD231PS  Y8, Y10, Y4
+	VFMADD231PS  Y9, Y10, Y5
+	VBROADCASTSS 12(R9), Y10
+	VFMADD231PS  Y8, Y10, Y6
+	VFMADD231PS  Y9, Y10, Y7
+	ADDQ         DI, SI
+	VCVTPH2PS    (SI), Y8
+	VCVTPH2PS    16(SI), Y9
+	VBROADCASTSS 16(R9), Y10
+	VFMADD231PS  Y8, Y10, Y0
+	VFMADD231PS  Y9, Y10, Y1
+	VBROADCASTSS 20(R9), Y10
+	VFMADD231PS  Y8, Y10, Y2
+	VFMADD231PS  Y9, Y10, Y3
+	VBROADCASTSS 24(R9), Y10
+	VFMADD231PS  Y8, Y10, Y4
+	VFMADD231PS  Y9, Y10, Y5
+	VBROADCASTSS 28(R9), Y10
+	VFMADD231PS  Y8, Y10, Y6
+	VFMADD231PS  Y9, Y10, Y7
+	ADDQ         DI, SI
+	VCVTPH2PS    (SI), Y8
+	VCVTPH2PS    16(SI), Y9
+	VBROADCASTSS 32(R9), Y10
+	VFMADD231PS  Y8, Y10, Y0
+	VFMADD231PS  Y9, Y10, Y1
+	VBROADCASTSS 36(R9), Y10
+	VFMADD231PS  Y8, Y10, Y2
+	VFMADD231PS  Y9, Y10, Y3
+	VBROADCASTSS 40(R9), Y10
+	VFMADD231PS  Y8, Y10, Y4
+	VFMADD231PS  Y9, Y10, Y5
+	VBROADCASTSS 44(R9), Y10
+	VFMADD231PS  Y8, Y10, Y6
+	VFMADD231PS  Y9, Y10, Y7
+	ADDQ         DI, SI
+	VCVTPH2PS    (SI), Y8
+	VCVTPH2PS    16(SI), Y9
+	VBROADCASTSS 48(R9), Y10
+	VFMADD231PS  Y8, Y10, Y0
+	VFMADD231PS  Y9, Y10, Y1
+	VBROADCASTSS 52(R9), Y10
+	VFMADD231PS  Y8, Y10, Y2
+	VFMADD231PS  Y9, Y10, Y3
+	VBROADCASTSS 56(R9), Y10
+	VFMADD231PS  Y8, Y10, Y4
+	VFMADD231PS  Y9, Y10, Y5
+	VBROADCASTSS 60(R9), Y10
+	VFMADD231PS  Y8, Y10, Y6
+	VFMADD231PS  Y9, Y10, Y7
+	ADDQ         DI, SI
+	ADDQ         $0x40, R9
+	SUBQ         $0x04, R10
+	CMPQ         R10, $0x04
+	JGE          vecs2_whole_rows4_steps4
+
+vecs2_whole_rows4_rest:
+	TESTQ R10, R10
+	JZ    vecs2_whole_rows4_store
+
+	// The k loop: a row of B, 4 broadcasts of A, 8 FMAs.
+vecs2_whole_rows4:
+	VCVTPH2PS    (SI), Y8
+	VCVTPH2PS    16(SI), Y9
+	VBROADCASTSS (R9), Y10
+	VFMADD231PS  Y8, Y10, Y0
+	VFMADD231PS  Y9, Y10, Y1
+	VBROADCASTSS 4(R9), Y10
+	VFMADD231PS  Y8, Y10, Y2
+	VFMADD231PS  Y9, Y10, Y3
+	VBROADCASTSS 8(R9), Y10
+	VFMADD231PS  Y8, Y10, Y4
+	VFMADD231PS  Y9, Y10, Y5
+	VBROADCASTSS 12(R9), Y10
+	VFMADD231PS  Y8, Y10, Y6
+	VFMADD231PS  Y9, Y10, Y7
+	ADDQ         DI, SI
+	ADDQ         $0x10, R9
+	DECQ         R10
+	JNZ          vecs2_whole_rows4
+
+	// Store the tile row by row; cp ends one row past it.
+vecs2_whole_rows4_store:
+	VMOVUPS Y0, (AX)
+	VMOVUPS Y1, 32(AX)
+	ADDQ    CX, AX
+	VMOVUPS Y2, (AX)
+	VMOVUPS Y3, 32(AX)
+	ADDQ    CX, AX
+	VMOVUPS Y4, (AX)
+	VMOVUPS Y5, 32(AX)
+	ADDQ    CX, AX
+	VMOVUPS Y6, (AX)
+	VMOVUPS Y7, 32(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*4), DX
+
+	// The last rows: 2 of them, if rows%6 has that bit.
+vecs2_whole_tail2:
+	TESTQ $0x00000002, R8
+	JZ    vecs2_whole_tail1
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, R9
+	MOVQ  k+56(FP), R10
+
+	// Tile of 2 rows × 2 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs2_whole_rows2_load
+	VCVTPH2PS    (SI), Y2
+	VCVTPH2PS    16(SI), Y3
+	VBROADCASTSS (R9), Y1
+	VMULPS       Y2, Y1, Y0
+	VMULPS       Y3, Y1, Y1
+	VBROADCASTSS 4(R9), Y4
+	VMULPS       Y2, Y4, Y2
+	VMULPS       Y3, Y4, Y3
+	ADDQ         DI, SI
+	ADDQ         $0x08, R9
+	DECQ         R10
+	JZ           vecs2_whole_rows2_store
+	JMP          vecs2_whole_rows2_by4
+
+vecs2_whole_rows2_load:
+	MOVQ    AX, R11
+	VMOVUPS (R11), Y0
+	VMOVUPS 32(R11), Y1
+	ADDQ    CX, R11
+	VMOVUPS (R11), Y2
+	VMOVUPS 32(R11), Y3
+
+	// 4 steps of k a pass: 4 rows of B, 8 broadcasts of A, 16 FMAs.
+vecs2_whole_rows2_by4:
+	CMPQ R10, $0x04
+	JLT  vecs2_whole_rows2_rest
+
+vecs2_whole_rows2_steps4:
+	VCVTPH2PS    (SI), Y4
+	VCVTPH2PS    16(SI), Y5
+	VBROADCASTSS (R9), Y6
+	VFMADD231PS  Y4, Y6, Y0
+	VFMADD231PS  Y5, Y6, Y1
+	VBROADCASTSS 4(R9), Y6
+	VFMADD231PS  Y4, Y6, Y2
+	VFMADD231PS  Y5, Y6, Y3
+	ADDQ         DI, SI
+	VCVTPH2PS    (SI), Y4
+	VCVTPH2PS    16(SI), Y5
+	VBROADCASTSS 8(R9), Y6
+	VFMADD231PS  Y4, Y6, Y0
+	VFMADD231PS  Y5, Y6, Y1
+	VBROADCASTSS 12(R9), Y6
+	VFMADD231PS  Y4, Y6, Y2
+	VFMADD231PS  Y5, Y6, Y3
+	ADDQ         DI, SI
+	VCVTPH2PS    (SI), Y4
+	VCVTPH2PS    16(SI), Y5
+	VBROADCASTSS 16(R9), Y6
+	VFMADD231PS  Y4, Y6, Y0
+	VFMADD231PS  Y5, Y6, Y1
+	VBROADCASTSS 20(R9), Y6
+	VFMADD231PS  Y4, Y6, Y2
+	VFMADD231PS  Y5, Y6, Y3
+	ADDQ         DI, SI
+	VCVTPH2PS    (SI), Y4
+	VCVTPH2PS    16(SI), Y5
+	VBROADCASTSS 24(R9), Y6
+	VFMADD231PS  Y4, Y6, Y0
+	VFMADD231PS  Y5, Y6, Y1
+	VBROADCASTSS 28(R9), Y6
+	VFMADD231PS  Y4, Y6, Y2
+	VFMADD231PS  Y5, Y6, Y3
+	ADDQ         DI, SI
+	ADDQ         $0x20, R9
+	SUBQ         $0x04, R10
+	CMPQ         R10, $0x04
+	JGE          vecs2_whole_rows2_steps4
+
+vecs2_whole_rows2_rest:
+	TESTQ R10, R10
+	JZ    vecs2_whole_rows2_store
+
+	// The k loop: a row of B, 2 broadcasts of A, 4 FMAs.
+vecs2_whole_rows2:
+	VCVTPH2PS    (SI), Y4
+	VCVTPH2PS    16(SI), Y5
+	VBROADCASTSS (R9), Y6
+	VFMADD231PS  Y4, Y6, Y0
+	VFMADD231PS  Y5, Y6, Y1
+	VBROADCASTSS 4(R9), Y6
+	VFMADD231PS  Y4, Y6, Y2
+	VFMADD231PS  Y5, Y6, Y3
+	ADDQ         DI, SI
+	ADDQ         $0x08, R9
+	DECQ         R10
+	JNZ          vecs2_whole_rows2
+
+	// Store the tile row by row; cp ends one row past it.
+vecs2_whole_rows2_store:
+	VMOVUPS Y0, (AX)
+	VMOVUPS Y1, 32(AX)
+	ADDQ    CX, AX
+	VMOVUPS Y2, (AX)
+	VMOVUPS Y3, 32(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*2), DX
+
+	// The last rows: 1 of them, if rows%6 has that bit.
+vecs2_whole_tail1:
+	TESTQ $0x00000001, R8
+	JZ    vecs2_whole_done
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, R8
+	MOVQ  k+56(FP), R9
+
+	// Tile of 1 rows × 2 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs2_whole_rows1_load
+	VCVTPH2PS    (SI), Y0
+	VCVTPH2PS    16(SI), Y1
+	VBROADCASTSS (R8), Y2
+	VMULPS       Y0, Y2, Y0
+	VMULPS       Y1, Y2, Y1
+	ADDQ         DI, SI
+	ADDQ         $0x04, R8
+	DECQ         R9
+	JZ           vecs2_whole_rows1_store
+	JMP          vecs2_whole_rows1_by4
+
+vecs2_whole_rows1_load:
+	MOVQ    AX, R10
+	VMOVUPS (R10), Y0
+	VMOVUPS 32(R10), Y1
+
+	// 4 steps of k a pass: 4 rows of B, 4 broadcasts of A, 8 FMAs.
+vecs2_whole_rows1_by4:
+	CMPQ R9, $0x04
+	JLT  vecs2_whole_rows1_rest
+
+vecs2_whole_rows1_steps4:
+	VCVTPH2PS    (SI), Y2
+	VCVTPH2PS    16(SI), Y3
+	VBROADCASTSS (R8), Y4
+	VFMADD231PS  Y2, Y4, Y0
+	VFMADD231PS  Y3, Y4, Y1
+	ADDQ         DI, SI
+	VCVTPH2PS    (SI), Y2
+	VCVTPH2PS    16(SI), Y3
+	VBROADCASTSS 4(R8), Y4
+	VFMADD231PS  Y2, Y4, Y0
+	VFMADD231PS  Y3, Y4, Y1
+	ADDQ         DI, SI
+	VCVTPH2PS    (SI), Y2
+	VCVTPH2PS    16(SI), Y3
+	VBROADCASTSS 8(R8), Y4
+	VFMADD231PS  Y2, Y4, Y0
+	VFMADD231PS  Y3, Y4, Y1
+	ADDQ         DI, SI
+	VCVTPH2PS    (SI), Y2
+	VCVTPH2PS    16(SI), Y3
+	VBROADCASTSS 12(R8), Y4
+	VFMADD231PS  Y2, Y4, Y0
+	VFMADD231PS  Y3, Y4, Y1
+	ADDQ         DI, SI
+	ADDQ         $0x10, R8
+	SUBQ         $0x04, R9
+	CMPQ         R9, $0x04
+	JGE          vecs2_whole_rows1_steps4
+
+vecs2_whole_rows1_rest:
+	TESTQ R9, R9
+	JZ    vecs2_whole_rows1_store
+
+	// The k loop: a row of B, 1 broadcasts of A, 2 FMAs.
+vecs2_whole_rows1:
+	VCVTPH2PS    (SI), Y2
+	VCVTPH2PS    16(SI), Y3
+	VBROADCASTSS (R8), Y4
+	VFMADD231PS  Y2, Y4, Y0
+	VFMADD231PS  Y3, Y4, Y1
+	ADDQ         DI, SI
+	ADDQ         $0x04, R8
+	DECQ         R9
+	JNZ          vecs2_whole_rows1
+
+	// Store the tile row by row; cp ends one row past it.
+vecs2_whole_rows1_store:
+	VMOVUPS Y0, (AX)
+	VMOVUPS Y1, 32(AX)
+	ADDQ    CX, AX
+	ADDQ    BX, DX
+
+vecs2_whole_done:
+	VZEROUPPER
+	RET
+
+	// Panel of 1 vectors, the last one whole.
+vecs1_whole:
+	// Groups of 6 rows.
+vecs1_whole_groups:
+	CMPQ R8, $0x06
+	JLT  vecs1_whole_tail4
+	MOVQ b+32(FP), R9
+	MOVQ DX, R10
+	MOVQ k+56(FP), R11
+
+	// Tile of 6 rows × 1 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs1_whole_rows6_load
+	VCVTPH2PS    (R9), Y5
+	VBROADCASTSS (R10), Y0
+	VMULPS       Y5, Y0, Y0
+	VBROADCASTSS 4(R10), Y1
+	VMULPS       Y5, Y1, Y1
+	VBROADCASTSS 8(R10), Y2
+	VMULPS       Y5, Y2, Y2
+	VBROADCASTSS 12(R10), Y3
+	VMULPS       Y5, Y3, Y3
+	VBROADCASTSS 16(R10), Y4
+	VMULPS       Y5, Y4, Y4
+	VBROADCASTSS 20(R10), Y6
+	VMULPS       Y5, Y6, Y5
+	ADDQ         DI, R9
+	ADDQ         $0x18, R10
+	DECQ         R11
+	JZ           vecs1_whole_rows6_store
+	JMP          vecs1_whole_rows6_by4
+
+vecs1_whole_rows6_load:
+	MOVQ    AX, R12
+	VMOVUPS (R12), Y0
+	ADDQ    CX, R12
+	VMOVUPS (R12), Y1
+	ADDQ    CX, R12
+	VMOVUPS (R12), Y2
+	ADDQ    CX, R12
+	VMOVUPS (R12), Y3
+	ADDQ    CX, R12
+	VMOVUPS (R12), Y4
+	ADDQ    CX, R12
+	VMOVUPS (R12), Y5
+
+	// 4 steps of k a pass: 4 rows of B, 24 broadcasts of A, 24 FMAs.
+vecs1_whole_rows6_by4:
+	CMPQ R11, $0x04
+	JLT  vecs1_whole_rows6_rest
+
+vecs1_whole_rows6_steps4:
+	VCVTPH2PS    (R9), Y6
+	VBROADCASTSS (R10), Y7
+	VFMADD231PS  Y6, Y7, Y0
+	VBROADCASTSS 4(R10), Y7
+	VFMADD231PS  Y6, Y7, Y1
+	VBROADCASTSS 8(R10), Y7
+	VFMADD231PS  Y6, Y7, Y2
+	VBROADCASTSS 12(R10), Y7
+	VFMADD231PS  Y6, Y7, Y3
+	VBROADCASTSS 16(R10), Y7
+	VFMADD231PS  Y6, Y7, Y4
+	VBROADCASTSS 20(R10), Y7
+	VFMADD231PS  Y6, Y7, Y5
+	ADDQ         DI, R9
+	VCVTPH2PS    (R9), Y6
+	VBROADCASTSS 24(R10), Y7
+	VFMADD231PS  Y6, Y7, Y0
+	VBROADCASTSS 28(R10), Y7
+	VFMADD231PS  Y6, Y7, Y1
+	VBROADCASTSS 32(R10), Y7
+	VFMADD231PS  Y6, Y7, Y2
+	VBROADCASTSS 36(R10), Y7
+	VFMADD231PS  Y6, Y7, Y3
+	VBROADCASTSS 40(R10), Y7
+	VFMADD231PS  Y6, Y7, Y4
+	VBROADCASTSS 44(R10), Y7
+	VFMADD231PS  Y6, Y7, Y5
+	ADDQ         DI, R9
+	VCVTPH2PS    (R9), Y6
+	VBROADCASTSS 48(R10), Y7
+	VFMADD231PS  Y6, Y7, Y0
+	VBROADCASTSS 52(R10), Y7
+	VFMADD231PS  Y6, Y7, Y1
+	VBROADCASTSS 56(R10), Y7
+	VFMADD231PS  Y6, Y7, Y2
+	VBROADCASTSS 60(R10), Y7
+	VFMADD231PS  Y6, Y7, Y3
+	VBROADCASTSS 64(R10), Y7
+	VFMADD231PS  Y6, Y7, Y4
+	VBROADCASTSS 68(R10), Y7
+	VFMADD231PS  Y6, Y7, Y5
+	ADDQ         DI, R9
+	VCVTPH2PS    (R9), Y6
+	VBROADCASTSS 72(R10), Y7
+	VFMADD231PS  Y6, Y7, Y0
+	VBROADCASTSS 76(R10), Y7
+	VFMADD231PS  Y6, Y7, Y1
+	VBROADCASTSS 80(R10), Y7
+	VFMADD231PS  Y6, Y7, Y2
+	VBROADCASTSS 84(R10), Y7
+	VFMADD231PS  Y6, Y7, Y3
+	VBROADCASTSS 88(R10), Y7
+	VFMADD231PS  Y6, Y7, Y4
+	VBROADCASTSS 92(R10), Y7
+	VFMADD231PS  Y6, Y7, Y5
+	ADDQ         DI, R9
+	ADDQ         $0x60, R10
+	SUBQ         $0x04, R11
+	CMPQ         R11, $0x04
+	JGE          vecs1_whole_rows6_steps4
+
+vecs1_whole_rows6_rest:
+	TESTQ R11, R11
+	JZ    vecs1_whole_rows6_store
+
+	// The k loop: a row of B, 6 broadcasts of A, 6 FMAs.
+vecs1_whole_rows6:
+	VCVTPH2PS    (R9), Y6
+	VBROADCASTSS (R10), Y7
+	VFMADD231PS  Y6, Y7, Y0
+	VBROADCASTSS 4(R10), Y7
+	VFMADD231PS  Y6, Y7, Y1
+	VBROADCASTSS 8(R10), Y7
+	VFMADD231PS  Y6, Y7, Y2
+	VBROADCASTSS 12(R10), Y7
+	VFMADD231PS  Y6, Y7, Y3
+	VBROADCASTSS 16(R10), Y7
+	VFMADD231PS  Y6, Y7, Y4
+	VBROADCASTSS 20(R10), Y7
+	VFMADD231PS  Y6, Y7, Y5
+	ADDQ         DI, R9
+	ADDQ         $0x18, R10
+	DECQ         R11
+	JNZ          vecs1_whole_rows6
+
+	// Store the tile row by row; cp ends one row past it.
+vecs1_whole_rows6_store:
+	VMOVUPS Y0, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Y1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Y2, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Y3, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Y4, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Y5, (AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(SI*2), DX
+	SUBQ    $0x06, R8
+	JMP     vecs1_whole_groups
+
+	// The last rows: 4 of them, if rows%6 has that bit.
+vecs1_whole_tail4:
+	TESTQ $0x00000004, R8
+	JZ    vecs1_whole_tail2
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, R9
+	MOVQ  k+56(FP), R10
+
+	// Tile of 4 rows × 1 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs1_whole_rows4_load
+	VCVTPH2PS    (SI), Y3
+	VBROADCASTSS (R9), Y0
+	VMULPS       Y3, Y0, Y0
+	VBROADCASTSS 4(R9), Y1
+	VMULPS       Y3, Y1, Y1
+	VBROADCASTSS 8(R9), Y2
+	VMULPS       Y3, Y2, Y2
+	VBROADCASTSS 12(R9), Y4
+	VMULPS       Y3, Y4, Y3
+	ADDQ         DI, SI
+	ADDQ         $0x10, R9
+	DECQ         R10
+	JZ           vecs1_whole_rows4_store
+	JMP          vecs1_whole_rows4_by4
+
+vecs1_whole_rows4_load:
+	MOVQ    AX, R11
+	VMOVUPS (R11), Y0
+	ADDQ    CX, R11
+	VMOVUPS (R11), Y1
+	ADDQ    CX, R11
+	VMOVUPS (R11), Y2
+	ADDQ    CX, R11
+	VMOVUPS (R11), Y3
+
+	// 4 steps of k a pass: 4 rows of B, 16 broadcasts of A, 16 FMAs.
+vecs1_whole_rows4_by4:
+	CMPQ R10, $0x04
+	JLT  vecs1_whole_rows4_rest
+
+vecs1_whole_rows4_steps4:
+	VCVTPH2PS    (SI), Y4
+	VBROADCASTSS (R9), Y5
+	VFMADD231PS  Y4, Y5, Y0
+	VBROADCASTSS 4(R9), Y5
+	VFMADD231PS  Y4, Y5, Y1
+	VBROADCASTSS 8(R9), Y5
+	VFMADD231PS  Y4, Y5, Y2
+	VBROADCASTSS 12(R9), Y5
+	VFMADD231PS  Y4, Y5, Y3
+	ADDQ         DI, SI
+	VCVTPH2PS    (SI), Y4
+	VBROADCASTSS 16(R9), Y5
+	VFMADD231PS  Y4, Y5, Y0
+	VBROADCASTSS 20(R9), Y5
+	VFMADD231PS  Y4, Y5, Y1
+	VBROADCASTSS 24(R9), Y5
+	VFMADD231PS  Y4, Y5, Y2
+	VBROADCASTSS 28(R9), Y5
+	VFMADD231PS  Y4, Y5, Y3
+	ADDQ         DI, SI
+	VCVTPH2PS    (SI), Y4
+	VBROADCASTSS 32(R9), Y5
+	VFMADD231PS  Y4, Y5, Y0
+	VBROADCASTSS 36(R9), Y5
+	VFMADD231PS  Y4, Y5, Y1
+	VBROADCASTSS 40(R9), Y5
+	VFMADD231PS  Y4, Y5, Y2
+	VBROADCASTSS 44(R9), Y5
+	VFMADD231PS  Y4, Y5, Y3
+	ADDQ         DI, SI
+	VCVTPH2PS    (SI), Y4
+	VBROADCASTSS 48(R9), Y5
+	VFMADD231PS  Y4, Y5, Y0
+	VBROADCASTSS 52(R9), Y5
+	VFMADD231PS  Y4, Y5, Y1
+	VBROADCASTSS 56(R9), Y5
+	VFMADD231PS  Y4, Y5, Y2
+	VBROADCASTSS 60(R9), Y5
+	VFMADD231PS  Y4, Y5, Y3
+	ADDQ         DI, SI
+	ADDQ         $0x40, R9
+	SUBQ         $0x04, R10
+	CMPQ         R10, $0x04
+	JGE          vecs1_whole_rows4_steps4
+
+vecs1_whole_rows4_rest:
+	TESTQ R10, R10
+	JZ    vecs1_whole_rows4_store
+
+	// The k loop: a row of B, 4 broadcasts of A, 4 FMAs.
+vecs1_whole_rows4:
+	VCVTPH2PS    (SI), Y4
+	VBROADCASTSS (R9), Y5
+	VFMADD231PS  Y4, Y5, Y0
+	VBROADCASTSS 4(R9), Y5
+	VFMADD231PS  Y4, Y5, Y1
+	VBROADCASTSS 8(R9), Y5
+	VFMADD231PS  Y4, Y5, Y2
+	VBROADCASTSS 12(R9), Y5
+	VFMADD231PS  Y4, Y5, Y3
+	ADDQ         DI, SI
+	ADDQ         $0x10, R9
+	DECQ         R10
+	JNZ          vecs1_whole_rows4
+
+	// Store the tile row by row; cp ends one row past it.
+vecs1_whole_rows4_store:
+	VMOVUPS Y0, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Y1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Y2, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Y3, (AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*4), DX
+
+	// The last rows: 2 of them, if rows%6 has that bit.
+vecs1_whole_tail2:
+	TESTQ $0x00000002, R8
+	JZ    vecs1_whole_tail1
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, R9
+	MOVQ  k+56(FP), R10
+
+	// Tile of 2 rows × 1 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs1_whole_rows2_load
+	VCVTPH2PS    (SI), Y1
+	VBROADCASTSS (R9), Y0
+	VMULPS       Y1, Y0, Y0
+	VBROADCASTSS 4(R9), Y2
+	VMULPS       Y1, Y2, Y1
+	ADDQ         DI, SI
+	ADDQ         $0x08, R9
+	DECQ         R10
+	JZ           vecs1_whole_rows2_store
+	JMP          vecs1_whole_rows2_by4
+
+vecs1_whole_rows2_load:
+	MOVQ    AX, R11
+	VMOVUPS (R11), Y0
+	ADDQ    CX, R11
+	VMOVUPS (R11), Y1
+
+	// 4 steps of k a pass: 4 rows of B, 8 broadcasts of A, 8 FMAs.
+vecs1_whole_rows2_by4:
+	CMPQ R10, $0x04
+	JLT  vecs1_whole_rows2_rest
+
+vecs1_whole_rows2_steps4:
+	VCVTPH2PS    (SI), Y2
+	VBROADCASTSS (R9), Y3
+	VFMADD231PS  Y2, Y3, Y0
+	VBROADCASTSS 4(R9), Y3
+	VFMADD231PS  Y2, Y3, Y1
+	ADDQ         DI, SI
+	VCVTPH2PS    (SI), Y2
+	VBROADCASTSS 8(R9), Y3
+	VFMADD231PS  Y2, Y3, Y0
+	VBROADCASTSS 12(R9), Y3
+	VFMADD231PS  Y2, Y3, Y1
+	ADDQ         DI, SI
+	VCVTPH2PS    (SI), Y2
+	VBROADCASTSS 16(R9), Y3
+	VFMADD231PS  Y2, Y3, Y0
+	VBROADCASTSS 20(R9), Y3
+	VFMADD231PS  Y2, Y3, Y1
+	ADDQ         DI, SI
+	VCVTPH2PS    (SI), Y2
+	VBROADCASTSS 24(R9), Y3
+	VFMADD231PS  Y2, Y3, Y0
+	VBROADCASTSS 28(R9), Y3
+	VFMADD231PS  Y2, Y3, Y1
+	ADDQ         DI, SI
+	ADDQ         $0x20, R9
+	SUBQ         $0x04, R10
+	CMPQ         R10, $0x04
+	JGE          vecs1_whole_rows2_steps4
+
+vecs1_whole_rows2_rest:
+	TESTQ R10, R10
+	JZ    vecs1_whole_rows2_store
+
+	// The k loop: a row of B, 2 broadcasts of A, 2 FMAs.
+vecs1_whole_rows2:
+	VCVTPH2PS    (SI), Y2
+	VBROADCASTSS (R9), Y3
+	VFMADD231PS  Y2, Y3, Y0
+	VBROADCASTSS 4(R9), Y3
+	VFMADD231PS  Y2, Y3, Y1
+	ADDQ         DI, SI
+	ADDQ         $0x08, R9
+	DECQ         R10
+	JNZ          vecs1_whole_rows2
+
+	// Store the tile row by row; cp ends one row past it.
+vecs1_whole_rows2_store:
+	VMOVUPS Y0, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Y1, (AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*2), DX
+
+	// The last rows: 1 of them, if rows%6 has that bit.
+vecs1_whole_tail1:
+	TESTQ $0x00000001, R8
+	JZ    vecs1_whole_done
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, R8
+	MOVQ  k+56(FP), R9
+
+	// Tile of 1 rows × 1 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs1_whole_rows1_load
+	VCVTPH2PS    (SI), Y0
+	VBROADCASTSS (R8), Y1
+	VMULPS       Y0, Y1, Y0
+	ADDQ         DI, SI
+	ADDQ         $0x04, R8
+	DECQ         R9
+	JZ           vecs1_whole_rows1_store
+	JMP          vecs1_whole_rows1_by4
+
+vecs1_whole_rows1_load:
+	MOVQ    AX, R10
+	VMOVUPS (R10), Y0
+
+	// 4 steps of k a pass: 4 rows of B, 4 broadcasts of A, 4 FMAs.
+vecs1_whole_rows1_by4:
+	CMPQ R9, $0x04
+	JLT  vecs1_whole_rows1_rest
+
+vecs1_whole_rows1_steps4:
+	VCVTPH2PS    (SI), Y1
+	VBROADCASTSS (R8), Y2
+	VFMADD231PS  Y1, Y2, Y0
+	ADDQ         DI, SI
+	VCVTPH2PS    (SI), Y1
+	VBROADCASTSS 4(R8), Y2
+	VFMADD231PS  Y1, Y2, Y0
+	ADDQ         DI, SI
+	VCVTPH2PS    (SI), Y1
+	VBROADCASTSS 8(R8), Y2
+	VFMADD231PS  Y1, Y2, Y0
+	ADDQ         DI, SI
+	VCVTPH2PS    (SI), Y1
+	VBROADCASTSS 12(R8), Y2
+	VFMADD231PS  Y1, Y2, Y0
+	ADDQ         DI, SI
+	ADDQ         $0x10, R8
+	SUBQ         $0x04, R9
+	CMPQ         R9, $0x04
+	JGE          vecs1_whole_rows1_steps4
+
+vecs1_whole_rows1_rest:
+	TESTQ R9, R9
+	JZ    vecs1_whole_rows1_store
+
+	// The k loop: a row of B, 1 broadcasts of A, 1 FMAs.
+vecs1_whole_rows1:
+	VCVTPH2PS    (SI), Y1
+	VBROADCASTSS (R8), Y2
+	VFMADD231PS  Y1, Y2, Y0
+	ADDQ         DI, SI
+	ADDQ         $0x04, R8
+	DECQ         R9
+	JNZ          vecs1_whole_rows1
+
+	// Store the tile row by row; cp ends one row past it.
+vecs1_whole_rows1_store:
+	VMOVUPS Y0, (AX)
+	ADDQ    CX, AX
+	ADDQ    BX, DX
+
+vecs1_whole_done:
+	VZEROUPPER
+	RET
+
+	// Panel of 2 vectors, the last one masked.
+vecs2_masked:
+	// Groups of 6 rows.
+vecs2_masked_groups:
+	CMPQ R8, $0x06
+	JLT  vecs2_masked_tail4
+	MOVQ b+32(FP), R9
+	MOVQ DX, R10
+	MOVQ k+56(FP), R12
+
+	// Tile of 6 rows × 2 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs2_masked_rows6_load
+	VCVTPH2PS    (R9), Y10
+	VCVTPH2PS    16(R9), Y11
+	VBROADCASTSS (R10), Y1
+	VMULPS       Y10, Y1, Y0
+	VMULPS       Y11, Y1, Y1
+	VBROADCASTSS 4(R10), Y3
+	VMULPS       Y10, Y3, Y2
+	VMULPS       Y11, Y3, Y3
+	VBROADCASTSS 8(R10), Y5
+	VMULPS       Y10, Y5, Y4
+	VMULPS       Y11, Y5, Y5
+	VBROADCASTSS 12(R10), Y7
+	VMULPS       Y10, Y7, Y6
+	VMULPS       Y11, Y7, Y7
+	VBROADCASTSS 16(R10), Y9
+	VMULPS       Y10, Y9, Y8
+	VMULPS       Y11, Y9, Y9
+	VBROADCASTSS 20(R10), Y12
+	VMULPS       Y10, Y12, Y10
+	VMULPS       Y11, Y12, Y11
+	ADDQ         DI, R9
+	ADDQ         $0x18, R10
+	DECQ         R12
+	JZ           vecs2_masked_rows6_store
+	JMP          vecs2_masked_rows6_by4
+
+vecs2_masked_rows6_load:
+	MOVQ       AX, R13
+	VMOVUPS    (R13), Y0
+	VMOVDQU    (R11), Y1
+	VMASKMOVPS 32(R13), Y1, Y1
+	ADDQ       CX, R13
+	VMOVUPS    (R13), Y2
+	VMOVDQU    (R11), Y3
+	VMASKMOVPS 32(R13), Y3, Y3
+	ADDQ       CX, R13
+	VMOVUPS    (R13), Y4
+	VMOVDQU    (R11), Y5
+	VMASKMOVPS 32(R13), Y5, Y5
+	ADDQ       CX, R13
+	VMOVUPS    (R13), Y6
+	VMOVDQU    (R11), Y7
+	VMASKMOVPS 32(R13), Y7, Y7
+	ADDQ       CX, R13
+	VMOVUPS    (R13), Y8
+	VMOVDQU    (R11), Y9
+	VMASKMOVPS 32(R13), Y9, Y9
+	ADDQ       CX, R13
+	VMOVUPS    (R13), Y10
+	VMOVDQU    (R11), Y11
+	VMASKMOVPS 32(R13), Y11, Y11
+
+	// 4 steps of k a pass: 4 rows of B, 24 broadcasts of A, 48 FMAs.
+vecs2_masked_rows6_by4:
+	CMPQ R12, $0x04
+	JLT  vecs2_masked_rows6_rest
+
+vecs2_masked_rows6_steps4:
+	VCVTPH2PS    (R9), Y12
+	VCVTPH2PS    16(R9), Y13
+	VBROADCASTSS (R10), Y14
+	VFMADD231PS  Y12, Y14, Y0
+	VFMADD231PS  Y13, Y14, Y1
+	VBROADCASTSS 4(R10), Y14
+	VFMADD231PS  Y12, Y14, Y2
+	VFMADD231PS  Y13, Y14, Y3
+	VBROADCASTSS 8(R10), Y14
+	VFMADD231PS  Y12, Y14, Y4
+	VFMADD231PS  Y13, Y14, Y5
+	VBROADCASTSS 12(R10), Y14
+	VFMADD231PS  Y12, Y14, Y6
+	VFMADD231PS  Y13, Y14, Y7
+	VBROADCASTSS 16(R10), Y14
+	VFMADD231PS  Y12, Y14, Y8
+	VFMADD231PS  Y13, Y14, Y9
+	VBROADCASTSS 20(R10), Y14
+	VFMADD231PS  Y12, Y14, Y10
+	VFMADD231PS  Y13, Y14, Y11
+	ADDQ         DI, R9
+	VCVTPH2PS    (R9), Y12
+	VCVTPH2PS    16(R9), Y13
+	VBROADCASTSS 24(R10), Y14
+	VFMADD231PS  Y12, Y14, Y0
+	VFMADD231PS  Y13, Y14, Y1
+	VBROADCASTSS 28(R10), Y14
+	VFMADD231PS  Y12, Y14, Y2
+	VFMADD231PS  Y13, Y14, Y3
+	VBROADCASTSS 32(R10), Y14
+	VFMADD231PS  Y12, Y14, Y4
+	VFMADD231PS  Y13, Y14, Y5
+	VBROADCASTSS 36(R10), Y14
+	VFMADD231PS  Y12, Y14, Y6
+	VFMADD231PS  Y13, Y14, Y7
+	VBROADCASTSS 40(R10), Y14
+	VFMADD231PS  Y12, Y14, Y8
+	VFMADD231PS  Y13, Y14, Y9
+	VBROADCASTSS 44(R10), Y14
+	VFMADD231PS  Y12, Y14, Y10
+	VFMADD231PS  Y13, Y14, Y11
+	ADDQ         DI, R9
+	VCVTPH2PS    (R9), Y12
+	VCVTPH2PS    16(R9), Y13
+	VBROADCASTSS 48(R10), Y14
+	VFMADD231PS  Y12, Y14, Y0
+	VFMADD231PS  Y13, Y14, Y1
+	VBROADCASTSS 52(R10), Y14
+	VFMADD231PS  Y12, Y14, Y2
+	VFMADD231PS  Y13, Y14, Y3
+	VBROADCASTSS 56(R10), Y14
+	VFMADD231PS  Y12, Y14, Y4
+	VFMADD231PS  Y13, Y14, Y5
+	VBROADCASTSS 60(R10), Y14
+	VFMADD231PS  Y12, Y14, Y6
+	VFMADD231PS  Y13, Y14, Y7
+	VBROADCASTSS 64(R10), Y14
+	VFMADD231PS  Y12, Y14, Y8
+	VFMADD231PS  Y13, Y14, Y9
+	VBROADCASTSS 68(R10), Y14
+	VFMADD231PS  Y12, Y14, Y10
+	VFMADD231PS  Y13, Y14, Y11
+	ADDQ         DI, R9
+	VCVTPH2PS    (R9), Y12
+	VCVTPH2PS    16(R9), Y13
+	VBROADCASTSS 72(R10), Y14
+	VFMADD231PS  Y12, Y14, Y0
+	VFMADD231PS  Y13, Y14, Y1
+	VBROADCASTSS 76(R10), Y14
+	VFMADD231PS  Y12, Y14, Y2
+	VFMADD231PS  Y13, Y14, Y3
+	VBROADCASTSS 80(R10), Y14
+	VFMADD231PS  Y12, Y14, Y4
+	VFMADD231PS  Y13, Y14, Y5
+	VBROADCASTSS 84(R10), Y14
+	VFMADD231PS  Y12, Y14, Y6
+	VFMADD231PS  Y13, Y14, Y7
+	VBROADCASTSS 88(R10), Y14
+	VFMADD231PS  Y12, Y14, Y8
+	VFMADD231PS  Y13, Y14, Y9
+	VBROADCASTSS 92(R10), Y14
+	VFMADD231PS  Y12, Y14, Y10
+	VFMADD231PS  Y13, Y14, Y11
+	ADDQ         DI, R9
+	ADDQ         $0x60, R10
+	SUBQ         $0x04, R12
+	CMPQ         R12, $0x04
+	JGE          vecs2_masked_rows6_steps4
+
+vecs2_masked_rows6_rest:
+	TESTQ R12, R12
+	JZ    vecs2_masked_rows6_store
+
+	// The k loop: a row of B, 6 broadcasts of A, 12 FMAs.
+vecs2_masked_rows6:
+	VCVTPH2PS    (R9), Y12
+	VCVTPH2PS    16(R9), Y13
+	VBROADCASTSS (R10), Y14
+	VFMADD231PS  Y12, Y14, Y0
+	VFMADD231PS  Y13, Y14, Y1
+	VBROADCASTSS 4(R10), Y14
+	VFMADD231PS  Y12, Y14, Y2
+	VFMADD231PS  Y13, Y14, Y3
+	VBROADCASTSS 8(R10), Y14
+	VFMADD231PS  Y12, Y14, Y4
+	VFMADD231PS  Y13, Y14, Y5
+	VBROADCASTSS 12(R10), Y14
+	VFMADD231PS  Y12, Y14, Y6
+	VFMADD231PS  Y13, Y14, Y7
+	VBROADCASTSS 16(R10), Y14
+	VFMADD231PS  Y12, Y14, Y8
+	VFMADD231PS  Y13, Y14, Y9
+	VBROADCASTSS 20(R10), Y14
+	VFMADD231PS  Y12, Y14, Y10
+	VFMADD231PS  Y13, Y14, Y11
+	ADDQ         DI, R9
+	ADDQ         $0x18, R10
+	DECQ         R12
+	JNZ          vecs2_masked_rows6
+
+	// Store the tile row by row; cp ends one row past it.
+vecs2_masked_rows6_store:
+	VMOVUPS    Y0, (AX)
+	VMOVDQU    (R11), Y0
+	VMASKMOVPS Y1, Y0, 32(AX)
+	ADDQ       CX, AX
+	VMOVUPS    Y2, (AX)
+	VMOVDQU    (R11), Y0
+	VMASKMOVPS Y3, Y0, 32(AX)
+	ADDQ       CX, AX
+	VMOVUPS    Y4, (AX)
+	VMOVDQU    (R11), Y0
+	VMASKMOVPS Y5, Y0, 32(AX)
+	ADDQ       CX, AX
+	VMOVUPS    Y6, (AX)
+	VMOVDQU    (R11), Y0
+	VMASKMOVPS Y7, Y0, 32(AX)
+	ADDQ       CX, AX
+	VMOVUPS    Y8, (AX)
+	VMOVDQU    (R11), Y0
+	VMASKMOVPS Y9, Y0, 32(AX)
+	ADDQ       CX, AX
+	VMOVUPS    Y10, (AX)
+	VMOVDQU    (R11), Y0
+	VMASKMOVPS Y11, Y0, 32(AX)
+	ADDQ       CX, AX
+	LEAQ       (DX)(SI*2), DX
+	SUBQ       $0x06, R8
+	JMP        vecs2_masked_groups
+
+	// The last rows: 4 of them, if rows%6 has that bit.
+vecs2_masked_tail4:
+	TESTQ $0x00000004, R8
+	JZ    vecs2_masked_tail2
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, R9
+	MOVQ  k+56(FP), R10
+
+	// Tile of 4 rows × 2 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs2_masked_rows4_load
+	VCVTPH2PS    (SI), Y6
+	VCVTPH2PS    16(SI), Y7
+	VBROADCASTSS (R9), Y1
+	VMULPS       Y6, Y1, Y0
+	VMULPS       Y7, Y1, Y1
+	VBROADCASTSS 4(R9), Y3
+	VMULPS       Y6, Y3, Y2
+	VMULPS       Y7, Y3, Y3
+	VBROADCASTSS 8(R9), Y5
+	VMULPS       Y6, Y5, Y4
+	VMULPS       Y7, Y5, Y5
+	VBROADCASTSS 12(R9), Y8
+	VMULPS       Y6, Y8, Y6
+	VMULPS       Y7, Y8, Y7
+	ADDQ         DI, SI
+	ADDQ         $0x10, R9
+	DECQ         R10
+	JZ           vecs2_masked_rows4_store
+	JMP          vecs2_masked_rows4_by4
+
+vecs2_masked_rows4_load:
+	MOVQ       AX, R12
+	VMOVUPS    (R12), Y0
+	VMOVDQU    (R11), Y1
+	VMASKMOVPS 32(R12), Y1, Y1
+	ADDQ       CX, R12
+	VMOVUPS    (R12), Y2
+	VMOVDQU    (R11), Y3
+	VMASKMOVPS 32(R12), Y3, Y3
+	ADDQ       CX, R12
+	VMOVUPS    (R12), Y4
+	VMOVDQU    (R11), Y5
+	VMASKMOVPS 32(R12), Y5, Y5
+	ADDQ       CX, R12
+	VMOVUPS    (R12), Y6
+	VMOVDQU    (R11), Y7
+	VMASKMOVPS 32(R12), Y7, Y7
+
+	// 4 steps of k a pass: 4 rows of B, 16 broadcasts of A, 32 FMAs.
+vecs2_masked_rows4_by4:
+	CMPQ R10, $0x04
+	JLT  vecs2_masked_rows4_rest
+
+vecs2_masked_rows4_steps4:
+	VCVTPH2PS    (SI), Y8
+	VCVTPH2PS    16(SI), Y9
+	VBROADCASTSS (R9), Y10
+	VFMADD231PS  Y8, Y10, Y0
+	VFMADD231PS  Y9, Y10, Y1
+	VBROADCASTSS 4(R9), Y10
+	VFMADD231PS  Y8, Y10, Y2
+	VFMADD231PS  Y9, Y10, Y3
+	VBROADCASTSS 8(R9), Y10
+	VFMADD231PS  Y8, Y10, Y4
+	VFMADD231PS  Y9, Y10, Y5
+	VBROADCASTSS 12(R9), Y10
+	VFMADD231PS  Y8, Y10, Y6
+	VFMADD231PS  Y9, Y10, Y7
+	ADDQ         DI, SI
+	VCVTPH2PS    (SI), Y8
+	VCVTPH2PS    16(SI), Y9
+	VBROADCASTSS 16(R9), Y10
+	VFMADD231PS  Y8, Y10, Y0
+	VFMADD231PS  Y9, Y10, Y1
+	VBROADCASTSS 20(R9), Y10
+	VFMADD231PS  Y8, Y10, Y2
+	VFMADD231PS  Y9, Y10, Y3
+	VBROADCASTSS 24(R9), Y10
+	VFMADD231PS  Y8, Y10, Y4
+	VFMADD231PS  Y9, Y10, Y5
+	VBROADCASTSS 28(R9), Y10
+	VFMADD231PS  Y8, Y10, Y6
+	VFMADD231PS  Y9, Y10, Y7
+	ADDQ         DI, SI
+	VCVTPH2PS    (SI), Y8
+	VCVTPH2PS    16(SI), Y9
+	VBROADCASTSS 32(R9), Y10
+	VFMADD231PS  Y8, Y10, Y0
+	VFMADD231PS  Y9, Y10, Y1
+	VBROADCASTSS 36(R9), Y10
+	VFMADD231PS  Y8, Y10, Y2
+	VFMADD231PS  Y9, Y10, Y3
+	VBROADCASTSS 40(R9), Y10
+	VFMADD231PS  Y8, Y10, Y4
+	VFMADD231PS  Y9, Y10, Y5
+	VBROADCASTSS 44(R9), Y10
+	VFMADD231PS  Y8, Y10, Y6
+	VFMADD231PS  Y9, Y10, Y7
+	ADDQ         DI, SI
+	VCVTPH2PS    (SI), Y8
+	VCVTPH2PS    16(SI), Y9
+	VBROADCASTSS 48(R9), Y10
+	VFMADD231PS  Y8, Y10, Y0
+	VFMADD231PS  Y9, Y10, Y1
+	VBROADCASTSS 52(R9), Y10
+	VFMADD231PS  Y8, Y10, Y2
+	VFMADD231PS  Y9, Y10, Y3
+	VBROADCASTSS 56(R9), Y10
+	VFMADD231PS  Y8, Y10, Y4
+	VFMADD231PS  Y9, Y10, Y5
+	VBROADCASTSS 60(R9), Y10
+	VFMADD231PS  Y8, Y10, Y6
+	VFMADD231PS  Y9, Y10, Y7
+	ADDQ         DI, SI
+	ADDQ         $0x40, R9
+	SUBQ         $0x04, R10
+	CMPQ         R10, $0x04
+	JGE          vecs2_masked_rows4_steps4
+
+vecs2_masked_rows4_rest:
+	TESTQ R10, R10
+	JZ    vecs2_masked_rows4_store
+
+	// The k loop: a row of B, 4 broadcasts of A, 8 FMAs.
+vecs2_masked_rows4:
+	VCVTPH2PS    (SI), Y8
+	VCVTPH2PS    16(SI), Y9
+	VBROADCASTSS (R9), Y10
+	VFMADD231PS  Y8, Y10, Y0
+	VFMADD231PS  Y9, Y10, Y1
+	VBROADCASTSS 4(R9), Y10
+	VFMADD231PS  Y8, Y10, Y2
+	VFMADD231PS  Y9, Y10, Y3
+	VBROADCASTSS 8(R9), Y10
+	VFMADD231PS  Y8, Y10, Y4
+	VFMADD231PS  Y9, Y10, Y5
+	VBROADCASTSS 12(R9), Y10
+	VFMADD231PS  Y8, Y10, Y6
+	VFMADD231PS  Y9, Y10, Y7
+	ADDQ         DI, SI
+	ADDQ         $0x10, R9
+	DECQ         R10
+	JNZ          vecs2_masked_rows4
+
+	// Store the tile row by row; cp ends one row past it.
+vecs2_masked_rows4_store:
+	VMOVUPS    Y0, (AX)
+	VMOVDQU    (R11), Y0
+	VMASKMOVPS Y1, Y0, 32(AX)
+	ADDQ       CX, AX
+	VMOVUPS    Y2, (AX)
+	VMOVDQU    (R11), Y0
+	VMASKMOVPS Y3, Y0, 32(AX)
+	ADDQ       CX, AX
+	VMOVUPS    Y4, (AX)
+	VMOVDQU    (R11), Y0
+	VMASKMOVPS Y5, Y0, 32(AX)
+	ADDQ       CX, AX
+	VMOVUPS    Y6, (AX)
+	VMOVDQU    (R11), Y0
+	VMASKMOVPS Y7, Y0, 32(AX)
+	ADDQ       CX, AX
+	LEAQ       (DX)(BX*4), DX
+
+	// The last rows: 2 of them, if rows%6 has that bit.
+vecs2_masked_tail2:
+	TESTQ $0x00000002, R8
+	JZ    vecs2_masked_tail1
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, R9
+	MOVQ  k+56(FP), R10
+
+	// Tile of 2 rows × 2 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs2_masked_rows2_load
+	VCVTPH2PS    (SI), Y2
+	VCVTPH2PS    16(SI), Y3
+	VBROADCASTSS (R9), Y1
+	VMULPS       Y2, Y1, Y0
+	VMULPS       Y3, Y1, Y1
+	VBROADCASTSS 4(R9), Y4
+	VMULPS       Y2, Y4, Y2
+	VMULPS       Y3, Y4, Y3
+	ADDQ         DI, SI
+	ADDQ         $0x08, R9
+	DECQ         R10
+	JZ           vecs2_masked_rows2_store
+	JMP          vecs2_masked_rows2_by4
+
+vecs2_masked_rows2_load:
+	MOVQ       AX, R12
+	VMOVUPS    (R12), Y0
+	VMOVDQU    (R11), Y1
+	VMASKMOVPS 32(R12), Y1, Y1
+	ADDQ       CX, R12
+	VMOVUPS    (R12), Y2
+	VMOVDQU    (R11), Y3
+	VMASKMOVPS 32(R12), Y3, Y3
+
+	// 4 steps of k a pass: 4 rows of B, 8 broadcasts of A, 16 FMAs.
+vecs2_masked_rows2_by4:
+	CMPQ R10, $0x04
+	JLT  vecs2_masked_rows2_rest
+
+vecs2_masked_rows2_steps4:
+	VCVTPH2PS    (SI), Y4
+	VCVTPH2PS    16(SI), Y5
+	VBROADCASTSS (R9), Y6
+	VFMADD231PS  Y4, Y6, Y0
+	VFMADD231PS  Y5, Y6, Y1
+	VBROADCASTSS 4(R9), Y6
+	VFMADD231PS  Y4, Y6, Y2
+	VFMADD231PS  Y5, Y6, Y3
+	ADDQ         DI, SI
+	VCVTPH2PS    (SI), Y4
+	VCVTPH2PS    16(SI), Y5
+	VBROADCASTSS 8(R9), Y6
+	VFMADD231PS  Y4, Y6, Y0
+	VFMADD231PS  Y5, Y6, Y1
+	VBROADCASTSS 12(R9), Y6
+	VFMADD231PS  Y4, Y6, Y2
+	VFMADD231PS  Y5, Y6, Y3
+	ADDQ         DI, SI
+	VCVTPH2PS    (SI), Y4
+	VCVTPH2PS    16(SI), Y5
+	VBROADCASTSS 16(R9), Y6
+	VFMADD231PS  Y4, Y6, Y0
+	VFMADD231PS  Y5, Y6, Y1
+	VBROADCASTSS 20(R9), Y6
+	VFMADD231PS  Y4, Y6, Y2
+	VFMADD231PS  Y5, Y6, Y3
+	ADDQ         DI, SI
+	VCVTPH2PS    (SI), Y4
+	VCVTPH2PS    16(SI), Y5
+	VBROADCASTSS 24(R9), Y6
+	VFMADD231PS  Y4, Y6, Y0
+	VFMADD231PS  Y5, Y6, Y1
+	VBROADCASTSS 28(R9), Y6
+	VFMADD231PS  Y4, Y6, Y2
+	VFMADD231PS  Y5, Y6, Y3
+	ADDQ         DI, SI
+	ADDQ         $0x20, R9
+	SUBQ         $0x04, R10
+	CMPQ         R10, $0x04
+	JGE          vecs2_masked_rows2_steps4
+
+vecs2_masked_rows2_rest:
+	TESTQ R10, R10
+	JZ    vecs2_masked_rows2_store
+
+	// The k loop: a row of B, 2 broadcasts of A, 4 FMAs.
+vecs2_masked_rows2:
+	VCVTPH2PS    (SI), Y4
+	VCVTPH2PS    16(SI), Y5
+	VBROADCASTSS (R9), Y6
+	VFMADD231PS  Y4, Y6, Y0
+	VFMADD231PS  Y5, Y6, Y1
+	VBROADCASTSS 4(R9), Y6
+	VFMADD231PS  Y4, Y6, Y2
+	VFMADD231PS  Y5, Y6, Y3
+	ADDQ         DI, SI
+	ADDQ         $0x08, R9
+	DECQ         R10
+	JNZ          vecs2_masked_rows2
+
+	// Store the tile row by row; cp ends one row past it.
+vecs2_masked_rows2_store:
+	VMOVUPS    Y0, (AX)
+	VMOVDQU    (R11), Y0
+	VMASKMOVPS Y1, Y0, 32(AX)
+	ADDQ       CX, AX
+	VMOVUPS    Y2, (AX)
+	VMOVDQU    (R11), Y0
+	VMASKMOVPS Y3, Y0, 32(AX)
+	ADDQ       CX, AX
+	LEAQ       (DX)(BX*2), DX
+
+	// The last rows: 1 of them, if rows%6 has that bit.
+vecs2_masked_tail1:
+	TESTQ $0x00000001, R8
+	JZ    vecs2_masked_done
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, R8
+	MOVQ  k+56(FP), R9
+
+	// Tile of 1 rows × 2 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs2_masked_rows1_load
+	VCVTPH2PS    (SI), Y0
+	VCVTPH2PS    16(SI), Y1
+	VBROADCASTSS (R8), Y2
+	VMULPS       Y0, Y2, Y0
+	VMULPS       Y1, Y2, Y1
+	ADDQ         DI, SI
+	ADDQ         $0x04, R8
+	DECQ         R9
+	JZ           vecs2_masked_rows1_store
+	JMP          vecs2_masked_rows1_by4
+
+vecs2_masked_rows1_load:
+	MOVQ       AX, R10
+	VMOVUPS    (R10), Y0
+	VMOVDQU    (R11), Y1
+	VMASKMOVPS 32(R10), Y1, Y1
+
+	// 4 steps of k a pass: 4 rows of B, 4 broadcasts of A, 8 FMAs.
+vecs2_masked_rows1_by4:
+	CMPQ R9, $0x04
+	JLT  vecs2_masked_rows1_rest
+
+vecs2_masked_rows1_steps4:
+	VCVTPH2PS    (SI), Y2
+	VCVTPH2PS    16(SI), Y3
+	VBROADCASTSS (R8), Y4
+	VFMADD231PS  Y2, Y4, Y0
+	VFMADD231PS  Y3, Y4, Y1
+	ADDQ         DI, SI
+	VCVTPH2PS    (SI), Y2
+	VCVTPH2PS    16(SI), Y3
+	VBROADCASTSS 4(R8), Y4
+	VFMADD231PS  Y2, Y4, Y0
+	VFMADD231PS  Y3, Y4, Y1
+	ADDQ         DI, SI
+	VCVTPH2PS    (SI), Y2
+	VCVTPH2PS    16(SI), Y3
+	VBROADCASTSS 8(R8), Y4
+	VFMADD231PS  Y2, Y4, Y0
+	VFMADD231PS  Y3, Y4, Y1
+	ADDQ         DI, SI
+	VCVTPH2PS    (SI), Y2
+	VCVTPH2PS    16(SI), Y3
+	VBROADCASTSS 12(R8), Y4
+	VFMADD231PS  Y2, Y4, Y0
+	VFMADD231PS  Y3, Y4, Y1
+	ADDQ         DI, SI
+	ADDQ         $0x10, R8
+	SUBQ         $0x04, R9
+	CMPQ         R9, $0x04
+	JGE          vecs2_masked_rows1_steps4
+
+vecs2_masked_rows1_rest:
+	TESTQ R9, R9
+	JZ    vecs2_masked_rows1_store
+
+	// The k loop: a row of B, 1 broadcasts of A, 2 FMAs.
+vecs2_masked_rows1:
+	VCVTPH2PS    (SI), Y2
+	VCVTPH2PS    16(SI), Y3
+	VBROADCASTSS (R8), Y4
+	VFMADD231PS  Y2, Y4, Y0
+	VFMADD231PS  Y3, Y4, Y1
+	ADDQ         DI, SI
+	ADDQ         $0x04, R8
+	DECQ         R9
+	JNZ          vecs2_masked_rows1
+
+	// Store the tile row by row; cp ends one row past it.
+vecs2_masked_rows1_store:
+	VMOVUPS    Y0, (AX)
+	VMOVDQU    (R11), Y0
+	VMASKMOVPS Y1, Y0, 32(AX)
+	ADDQ       CX, AX
+	ADDQ       BX, DX
+
+vecs2_masked_done:
+	VZEROUPPER
+	RET
+
+	// Panel of 1 vectors, the last one masked.
+vecs1_masked:
+	// Groups of 6 rows.
+vecs1_masked_groups:
+	CMPQ R8, $0x06
+	JLT  vecs1_masked_tail4
+	MOVQ b+32(FP), R9
+	MOVQ DX, R10
+	MOVQ k+56(FP), R12
+
+	// Tile of 6 rows × 1 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs1_masked_rows6_load
+	VCVTPH2PS    (R9), Y5
+	VBROADCASTSS (R10), Y0
+	VMULPS       Y5, Y0, Y0
+	VBROADCASTSS 4(R10), Y1
+	VMULPS       Y5, Y1, Y1
+	VBROADCASTSS 8(R10), Y2
+	VMULPS       Y5, Y2, Y2
+	VBROADCASTSS 12(R10), Y3
+	VMULPS       Y5, Y3, Y3
+	VBROADCASTSS 16(R10), Y4
+	VMULPS       Y5, Y4, Y4
+	VBROADCASTSS 20(R10), Y6
+	VMULPS       Y5, Y6, Y5
+	ADDQ         DI, R9
+	ADDQ         $0x18, R10
+	DECQ         R12
+	JZ           vecs1_masked_rows6_store
+	JMP          vecs1_masked_rows6_by4
+
+vecs1_masked_rows6_load:
+	MOVQ       AX, R13
+	VMOVDQU    (R11), Y0
+	VMASKMOVPS (R13), Y0, Y0
+	ADDQ       CX, R13
+	VMOVDQU    (R11), Y1
+	VMASKMOVPS (R13), Y1, Y1
+	ADDQ       CX, R13
+	VMOVDQU    (R11), Y2
+	VMASKMOVPS (R13), Y2, Y2
+	ADDQ       CX, R13
+	VMOVDQU    (R11), Y3
+	VMASKMOVPS (R13), Y3, Y3
+	ADDQ       CX, R13
+	VMOVDQU    (R11), Y4
+	VMASKMOVPS (R13), Y4, Y4
+	ADDQ       CX, R13
+	VMOVDQU    (R11), Y5
+	VMASKMOVPS (R13), Y5, Y5
+
+	// 4 steps of k a pass: 4 rows of B, 24 broadcasts of A, 24 FMAs.
+vecs1_masked_rows6_by4:
+	CMPQ R12, $0x04
+	JLT  vecs1_masked_rows6_rest
+
+vecs1_masked_rows6_steps4:
+	VCVTPH2PS    (R9), Y6
+	VBROADCASTSS (R10), Y7
+	VFMADD231PS  Y6, Y7, Y0
+	VBROADCASTSS 4(R10), Y7
+	VFMADD231PS  Y6, Y7, Y1
+	VBROADCASTSS 8(R10), Y7
+	VFMADD231PS  Y6, Y7, Y2
+	VBROADCASTSS 12(R10), Y7
+	VFMADD231PS  Y6, Y7, Y3
+	VBROADCASTSS 16(R10), Y7
+	VFMADD231PS  Y6, Y7, Y4
+	VBROADCASTSS 20(R10), Y7
+	VFMADD231PS  Y6, Y7, Y5
+	ADDQ         DI, R9
+	VCVTPH2PS    (R9), Y6
+	VBROADCASTSS 24(R10), Y7
+	VFMADD231PS  Y6, Y7, Y0
+	VBROADCASTSS 28(R10), Y7
+	VFMADD231PS  Y6, Y7, Y1
+	VBROADCASTSS 32(R10), Y7
+	VFMADD231PS  Y6, Y7, Y2
+	VBROADCASTSS 36(R10), Y7
+	VFMADD231PS  Y6, Y7, Y3
+	VBROADCASTSS 40(R10), Y7
+	VFMADD231PS  Y6, Y7, Y4
+	VBROADCASTSS 44(R10), Y7
+	VFMADD231PS  Y6, Y7, Y5
+	ADDQ         DI, R9
+	VCVTPH2PS    (R9), Y6
+	VBROADCASTSS 48(R10), Y7
+	VFMADD231PS  Y6, Y7, Y0
+	VBROADCASTSS 52(R10), Y7
+	VFMADD231PS  Y6, Y7, Y1
+	VBROADCASTSS 56(R10), Y7
+	VFMADD231PS  Y6, Y7, Y2
+	VBROADCASTSS 60(R10), Y7
+	VFMADD231PS  Y6, Y7, Y3
+	VBROADCASTSS 64(R10), Y7
+	VFMADD231PS  Y6, Y7, Y4
+	VBROADCASTSS 68(R10), Y7
+	VFMADD231PS  Y6, Y7, Y5
+	ADDQ         DI, R9
+	VCVTPH2PS    (R9), Y6
+	VBROADCASTSS 72(R10), Y7
+	VFMADD231PS  Y6, Y7, Y0
+	VBROADCASTSS 76(R10), Y7
+	VFMADD231PS  Y6, Y7, Y1
+	VBROADCASTSS 80(R10), Y7
+	VFMADD231PS  Y6, Y7, Y2
+	VBROADCASTSS 84(R10), Y7
+	VFMADD231PS  Y6, Y7, Y3
+	VBROADCASTSS 88(R10), Y7
+	VFMADD231PS  Y6, Y7, Y4
+	VBROADCASTSS 92(R10), Y7
+	VFMADD231PS  Y6, Y7, Y5
+	ADDQ         DI, R9
+	ADDQ         $0x60, R10
+	SUBQ         $0x04, R12
+	CMPQ         R12, $0x04
+	JGE          vecs1_masked_rows6_steps4
+
+vecs1_masked_rows6_rest:
+	TESTQ R12, R12
+	JZ    vecs1_masked_rows6_store
+
+	// The k loop: a row of B, 6 broadcasts of A, 6 FMAs.
+vecs1_masked_rows6:
+	VCVTPH2PS    (R9), Y6
+	VBROADCASTSS (R10), Y7
+	VFMADD231PS  Y6, Y7, Y0
+	VBROADCASTSS 4(R10), Y7
+	VFMADD231PS  Y6, Y7, Y1
+	VBROADCASTSS 8(R10), Y7
+	VFMADD231PS  Y6, Y7, Y2
+	VBROADCASTSS 12(R10), Y7
+	VFMADD231PS  Y6, Y7, Y3
+	VBROADCASTSS 16(R10), Y7
+	VFMADD231PS  Y6, Y7, Y4
+	VBROADCASTSS 20(R10), Y7
+	VFMADD231PS  Y6, Y7, Y5
+	ADDQ         DI, R9
+	ADDQ         $0x18, R10
+	DECQ         R12
+	JNZ          vecs1_masked_rows6
+
+	// Store the tile row by row; cp ends one row past it.
+vecs1_masked_rows6_store:
+	VMOVDQU    (R11), Y6
+	VMASKMOVPS Y0, Y6, (AX)
+	ADDQ       CX, AX
+	VMOVDQU    (R11), Y0
+	VMASKMOVPS Y1, Y0, (AX)
+	ADDQ       CX, AX
+	VMOVDQU    (R11), Y0
+	VMASKMOVPS Y2, Y0, (AX)
+	ADDQ       CX, AX
+	VMOVDQU    (R11), Y0
+	VMASKMOVPS Y3, Y0, (AX)
+	ADDQ       CX, AX
+	VMOVDQU    (R11), Y0
+	VMASKMOVPS Y4, Y0, (AX)
+	ADDQ       CX, AX
+	VMOVDQU    (R11), Y0
+	VMASKMOVPS Y5, Y0, (AX)
+	ADDQ       CX, AX
+	LEAQ       (DX)(SI*2), DX
+	SUBQ       $0x06, R8
+	JMP        vecs1_masked_groups
+
+	// The last rows: 4 of them, if rows%6 has that bit.
+vecs1_masked_tail4:
+	TESTQ $0x00000004, R8
+	JZ    vecs1_masked_tail2
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, R9
+	MOVQ  k+56(FP), R10
+
+	// Tile of 4 rows × 1 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs1_masked_rows4_load
+	VCVTPH2PS    (SI), Y3
+	VBROADCASTSS (R9), Y0
+	VMULPS       Y3, Y0, Y0
+	VBROADCASTSS 4(R9), Y1
+	VMULPS       Y3, Y1, Y1
+	VBROADCASTSS 8(R9), Y2
+	VMULPS       Y3, Y2, Y2
+	VBROADCASTSS 12(R9), Y4
+	VMULPS       Y3, Y4, Y3
+	ADDQ         DI, SI
+	ADDQ         $0x10, R9
+	DECQ         R10
+	JZ           vecs1_masked_rows4_store
+	JMP          vecs1_masked_rows4_by4
+
+vecs1_masked_rows4_load:
+	MOVQ       AX, R12
+	VMOVDQU    (R11), Y0
+	VMASKMOVPS (R12), Y0, Y0
+	ADDQ       CX, R12
+	VMOVDQU    (R11), Y1
+	VMASKMOVPS (R12), Y1, Y1
+	ADDQ       CX, R12
+	VMOVDQU    (R11), Y2
+	VMASKMOVPS (R12), Y2, Y2
+	ADDQ       CX, R12
+	VMOVDQU    (R11), Y3
+	VMASKMOVPS (R12), Y3, Y3
+
+	// 4 steps of k a pass: 4 rows of B, 16 broadcasts of A, 16 FMAs.
+vecs1_masked_rows4_by4:
+	CMPQ R10, $0x04
+	JLT  vecs1_masked_rows4_rest
+
+vecs1_masked_rows4_steps4:
+	VCVTPH2PS    (SI), Y4
+	VBROADCASTSS (R9), Y5
+	VFMADD231PS  Y4, Y5, Y0
+	VBROADCASTSS 4(R9), Y5
+	VFMADD231PS  Y4, Y5, Y1
+	VBROADCASTSS 8(R9), Y5
+	VFMADD231PS  Y4, Y5, Y2
+	VBROADCASTSS 12(R9), Y5
+	VFMADD231PS  Y4, Y5, Y3
+	ADDQ         DI, SI
+	VCVTPH2PS    (SI), Y4
+	VBROADCASTSS 16(R9), Y5
+	VFMADD231PS  Y4, Y5, Y0
+	VBROADCASTSS 20(R9), Y5
+	VFMADD231PS  Y4, Y5, Y1
+	VBROADCASTSS 24(R9), Y5
+	VFMADD231PS  Y4, Y5, Y2
+	VBROADCASTSS 28(R9), Y5
+	VFMADD231PS  Y4, Y5, Y3
+	ADDQ         DI, SI
+	VCVTPH2PS    (SI), Y4
+	VBROADCASTSS 32(R9), Y5
+	VFMADD231PS  Y4, Y5, Y0
+	VBROADCASTSS 36(R9), Y5
+	VFMADD231PS  Y4, Y5, Y1
+	VBROADCASTSS 40(R9), Y5
+	VFMADD231PS  Y4, Y5, Y2
+	VBROADCASTSS 44(R9), Y5
+	VFMADD231PS  Y4, Y5, Y3
+	ADDQ         DI, SI
+	VCVTPH2PS    (SI), Y4
+	VBROADCASTSS 48(R9), Y5
+	VFMADD231PS  Y4, Y5, Y0
+	VBROADCASTSS 52(R9), Y5
+	VFMADD231PS  Y4, Y5, Y1
+	VBROADCASTSS 56(R9), Y5
+	VFMADD231PS  Y4, Y5, Y2
+	VBROADCASTSS 60(R9), Y5
+	VFMADD231PS  Y4, Y5, Y3
+	ADDQ         DI, SI
+	ADDQ         $0x40, R9
+	SUBQ         $0x04, R10
+	CMPQ         R10, $0x04
+	JGE          vecs1_masked_rows4_steps4
+
+vecs1_masked_rows4_rest:
+	TESTQ R10, R10
+	JZ    vecs1_masked_rows4_store
+
+	// The k loop: a row of B, 4 broadcasts of A, 4 FMAs.
+vecs1_masked_rows4:
+	VCVTPH2PS    (SI), Y4
+	VBROADCASTSS (R9), Y5
+	VFMADD231PS  Y4, Y5, Y0
+	VBROADCASTSS 4(R9), Y5
+	VFMADD231PS  Y4, Y5, Y1
+	VBROADCASTSS 8(R9), Y5
+	VFMADD231PS  Y4, Y5, Y2
+	VBROADCASTSS 12(R9), Y5
+	VFMADD231PS  Y4, Y5, Y3
+	ADDQ         DI, SI
+	ADDQ         $0x10, R9
+	DECQ         R10
+	JNZ          vecs1_masked_rows4
+
+	// Store the tile row by row; cp ends one row past it.
+vecs1_masked_rows4_store:
+	VMOVDQU    (R11), Y4
+	VMASKMOVPS Y0, Y4, (AX)
+	ADDQ       CX, AX
+	VMOVDQU    (R11), Y0
+	VMASKMOVPS Y1, Y0, (AX)
+	ADDQ       CX, AX
+	VMOVDQU    (R11), Y0
+	VMASKMOVPS Y2, Y0, (AX)
+	ADDQ       CX, AX
+	VMOVDQU    (R11), Y0
+	VMASKMOVPS Y3, Y0, (AX)
+	ADDQ       CX, AX
+	LEAQ       (DX)(BX*4), DX
+
+	// The last rows: 2 of them, if rows%6 has that bit.
+vecs1_masked_tail2:
+	TESTQ $0x00000002, R8
+	JZ    vecs1_masked_tail1
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, R9
+	MOVQ  k+56(FP), R10
+
+	// Tile of 2 rows × 1 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs1_masked_rows2_load
+	VCVTPH2PS    (SI), Y1
+	VBROADCASTSS (R9), Y0
+	VMULPS       Y1, Y0, Y0
+	VBROADCASTSS 4(R9), Y2
+	VMULPS       Y1, Y2, Y1
+	ADDQ         DI, SI
+	ADDQ         $0x08, R9
+	DECQ         R10
+	JZ           vecs1_masked_rows2_store
+	JMP          vecs1_masked_rows2_by4
+
+vecs1_masked_rows2_load:
+	MOVQ       AX, R12
+	VMOVDQU    (R11), Y0
+	VMASKMOVPS (R12), Y0, Y0
+	ADDQ       CX, R12
+	VMOVDQU    (R11), Y1
+	VMASKMOVPS (R12), Y1, Y1
+
+	// 4 steps of k a pass: 4 rows of B, 8 broadcasts of A, 8 FMAs.
+vecs1_masked_rows2_by4:
+	CMPQ R10, $0x04
+	JLT  vecs1_masked_rows2_rest
+
+vecs1_masked_rows2_steps4:
+	VCVTPH2PS    (SI), Y2
+	VBROADCASTSS (R9), Y3
+	VFMADD231PS  Y2, Y3, Y0
+	VBROADCASTSS 4(R9), Y3
+	VFMADD231PS  Y2, Y3, Y1
+	ADDQ         DI, SI
+	VCVTPH2PS    (SI), Y2
+	VBROADCASTSS 8(R9), Y3
+	VFMADD231PS  Y2, Y3, Y0
+	VBROADCASTSS 12(R9), Y3
+	VFMADD231PS  Y2, Y3, Y1
+	ADDQ         DI, SI
+	VCVTPH2PS    (SI), Y2
+	VBROADCASTSS 16(R9), Y3
+	VFMADD231PS  Y2, Y3, Y0
+	VBROADCASTSS 20(R9), Y3
+	VFMADD231PS  Y2, Y3, Y1
+	ADDQ         DI, SI
+	VCVTPH2PS    (SI), Y2
+	VBROADCASTSS 24(R9), Y3
+	VFMADD231PS  Y2, Y3, Y0
+	VBROADCASTSS 28(R9), Y3
+	VFMADD231PS  Y2, Y3, Y1
+	ADDQ         DI, SI
+	ADDQ         $0x20, R9
+	SUBQ         $0x04, R10
+	CMPQ         R10, $0x04
+	JGE          vecs1_masked_rows2_steps4
+
+vecs1_masked_rows2_rest:
+	TESTQ R10, R10
+	JZ    vecs1_masked_rows2_store
+
+	// The k loop: a row of B, 2 broadcasts of A, 2 FMAs.
+vecs1_masked_rows2:
+	VCVTPH2PS    (SI), Y2
+	VBROADCASTSS (R9), Y3
+	VFMADD231PS  Y2, Y3, Y0
+	VBROADCASTSS 4(R9), Y3
+	VFMADD231PS  Y2, Y3, Y1
+	ADDQ         DI, SI
+	ADDQ         $0x08, R9
+	DECQ         R10
+	JNZ          vecs1_masked_rows2
+
+	// Store the tile row by row; cp ends one row past it.
+vecs1_masked_rows2_store:
+	VMOVDQU    (R11), Y2
+	VMASKMOVPS Y0, Y2, (AX)
+	ADDQ       CX, AX
+	VMOVDQU    (R11), Y0
+	VMASKMOVPS Y1, Y0, (AX)
+	ADDQ       CX, AX
+	LEAQ       (DX)(BX*2), DX
+
+	// The last rows: 1 of them, if rows%6 has that bit.
+vecs1_masked_tail1:
+	TESTQ $0x00000001, R8
+	JZ    vecs1_masked_done
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, R8
+	MOVQ  k+56(FP), R9
+
+	// Tile of 1 rows × 1 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs1_masked_rows1_load
+	VCVTPH2PS    (SI), Y0
+	VBROADCASTSS (R8), Y1
+	VMULPS       Y0, Y1, Y0
+	ADDQ         DI, SI
+	ADDQ         $0x04, R8
+	DECQ         R9
+	JZ           vecs1_masked_rows1_store
+	JMP          vecs1_masked_rows1_by4
+
+vecs1_masked_rows1_load:
+	MOVQ       AX, R10
+	VMOVDQU    (R11), Y0
+	VMASKMOVPS (R10), Y0, Y0
+
+	// 4 steps of k a pass: 4 rows of B, 4 broadcasts of A, 4 FMAs.
+vecs1_masked_rows1_by4:
+	CMPQ R9, $0x04
+	JLT  vecs1_masked_rows1_rest
+
+vecs1_masked_rows1_steps4:
+	VCVTPH2PS    (SI), Y1
+	VBROADCASTSS (R8), Y2
+	VFMADD231PS  Y1, Y2, Y0
+	ADDQ         DI, SI
+	VCVTPH2PS    (SI), Y1
+	VBROADCASTSS 4(R8), Y2
+	VFMADD231PS  Y1, Y2, Y0
+	ADDQ         DI, SI
+	VCVTPH2PS    (SI), Y1
+	VBROADCASTSS 8(R8), Y2
+	VFMADD231PS  Y1, Y2, Y0
+	ADDQ         DI, SI
+	VCVTPH2PS    (SI), Y1
+	VBROADCASTSS 12(R8), Y2
+	VFMADD231PS  Y1, Y2, Y0
+	ADDQ         DI, SI
+	ADDQ         $0x10, R8
+	SUBQ         $0x04, R9
+	CMPQ         R9, $0x04
+	JGE          vecs1_masked_rows1_steps4
+
+vecs1_masked_rows1_rest:
+	TESTQ R9, R9
+	JZ    vecs1_masked_rows1_store
+
+	// The k loop: a row of B, 1 broadcasts of A, 1 FMAs.
+vecs1_masked_rows1:
+	VCVTPH2PS    (SI), Y1
+	VBROADCASTSS (R8), Y2
+	VFMADD231PS  Y1, Y2, Y0
+	ADDQ         DI, SI
+	ADDQ         $0x04, R8
+	DECQ         R9
+	JNZ          vecs1_masked_rows1
+
+	// Store the tile row by row; cp ends one row past it.
+vecs1_masked_rows1_store:
+	VMOVDQU    (R11), Y1
+	VMASKMOVPS Y0, Y1, (AX)
+	ADDQ       CX, AX
+	ADDQ       BX, DX
+
+vecs1_masked_done:
+	VZEROUPPER
+	RET
+
+// func GemmWPackedBF16AVX2(c *float32, ldc int, a *float32, lda int, b *uint16, ldb int, m int, k int, nv int, tail int, acc int)
+// Requires: AVX, AVX2, FMA3
+TEXT ·GemmWPackedBF16AVX2(SB), NOSPLIT, $0-88
+	MOVQ c+0(FP), AX
+	MOVQ ldc+8(FP), CX
+	SHLQ $0x02, CX
+	MOVQ a+16(FP), DX
+	MOVQ lda+24(FP), BX
+	SHLQ $0x02, BX
+	LEAQ (BX)(BX*2), SI
+	LEAQ (BX)(BX*4), DI
+	MOVQ ldb+40(FP), DI
+	SHLQ $0x01, DI
+	MOVQ m+48(FP), R8
+	MOVQ tail+72(FP), R9
+	MOVQ $0x00000008, R10
+	SUBQ R9, R10
+	LEAQ constsAVX2<>+1568(SB), R11
+	LEAQ (R11)(R10*4), R11
+	MOVQ nv+64(FP), R10
+	CMPQ R9, $0x08
+	JNE  tail_masked
+	CMPQ R10, $0x02
+	JEQ  vecs2_whole
+	CMPQ R10, $0x01
+	JEQ  vecs1_whole
+	VZEROUPPER
+	RET
+
+tail_masked:
+	CMPQ R10, $0x02
+	JEQ  vecs2_masked
+	CMPQ R10, $0x01
+	JEQ  vecs1_masked
+	VZEROUPPER
+	RET
+
+	// Panel of 2 vectors, the last one whole.
+vecs2_whole:
+	// Groups of 6 rows.
+vecs2_whole_groups:
+	CMPQ R8, $0x06
+	JLT  vecs2_whole_tail4
+	MOVQ b+32(FP), R9
+	MOVQ DX, R10
+	MOVQ k+56(FP), R11
+
+	// Tile of 6 rows × 2 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs2_whole_rows6_load
+	VPMOVZXWD    (R9), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VPMOVZXWD    16(R9), Y11
+	VPSLLD       $0x10, Y11, Y11
+	VBROADCASTSS (R10), Y1
+	VMULPS       Y10, Y1, Y0
+	VMULPS       Y11, Y1, Y1
+	VBROADCASTSS 4(R10), Y3
+	VMULPS       Y10, Y3, Y2
+	VMULPS       Y11, Y3, Y3
+	VBROADCASTSS 8(R10), Y5
+	VMULPS       Y10, Y5, Y4
+	VMULPS       Y11, Y5, Y5
+	VBROADCASTSS 12(R10), Y7
+	VMULPS       Y10, Y7, Y6
+	VMULPS       Y11, Y7, Y7
+	VBROADCASTSS 16(R10), Y9
+	VMULPS       Y10, Y9, Y8
+	VMULPS       Y11, Y9, Y9
+	VBROADCASTSS 20(R10), Y12
+	VMULPS       Y10, Y12, Y10
+	VMULPS       Y11, Y12, Y11
+	ADDQ         DI, R9
+	ADDQ         $0x18, R10
+	DECQ         R11
+	JZ           vecs2_whole_rows6_store
+	JMP          vecs2_whole_rows6_by4
+
+vecs2_whole_rows6_load:
+	MOVQ    AX, R12
+	VMOVUPS (R12), Y0
+	VMOVUPS 32(R12), Y1
+	ADDQ    CX, R12
+	VMOVUPS (R12), Y2
+	VMOVUPS 32(R12), Y3
+	ADDQ    CX, R12
+	VMOVUPS (R12), Y4
+	VMOVUPS 32(R12), Y5
+	ADDQ    CX, R12
+	VMOVUPS (R12), Y6
+	VMOVUPS 32(R12), Y7
+	ADDQ    CX, R12
+	VMOVUPS (R12), Y8
+	VMOVUPS 32(R12), Y9
+	ADDQ    CX, R12
+	VMOVUPS (R12), Y10
+	VMOVUPS 32(R12), Y11
+
+	// 4 steps of k a pass: 4 rows of B, 24 broadcasts of A, 48 FMAs.
+vecs2_whole_rows6_by4:
+	CMPQ R11, $0x04
+	JLT  vecs2_whole_rows6_rest
+
+vecs2_whole_rows6_steps4:
+	VPMOVZXWD    (R9), Y12
+	VPSLLD       $0x10, Y12, Y12
+	VPMOVZXWD    16(R9), Y13
+	VPSLLD       $0x10, Y13, Y13
+	VBROADCASTSS (R10), Y14
+	VFMADD231PS  Y12, Y14, Y0
+	VFMADD231PS  Y13, Y14, Y1
+	VBROADCASTSS 4(R10), Y14
+	VFMADD231PS  Y12, Y14, Y2
+	VFMADD231PS  Y13, Y14, Y3
+	VBROADCASTSS 8(R10), Y14
+	VFMADD231PS  Y12, Y14, Y4
+	VFMADD231PS  Y13, Y14, Y5
+	VBROADCASTSS 12(R10), Y14
+	VFMADD231PS  Y12, Y14, Y6
+	VFMADD231PS  Y13, Y14, Y7
+	VBROADCASTSS 16(R10), Y14
+	VFMADD231PS  Y12, Y14, Y8
+	VFMADD231PS  Y13, Y14, Y9
+	VBROADCASTSS 20(R10), Y14
+	VFMADD231PS  Y12, Y14, Y10
+	VFMADD231PS  Y13, Y14, Y11
+	ADDQ         DI, R9
+	VPMOVZXWD    (R9), Y12
+	VPSLLD       $0x10, Y12, Y12
+	VPMOVZXWD    16(R9), Y13
+	VPSLLD       $0x10, Y13, Y13
+	VBROADCASTSS 24(R10), Y14
+	VFMADD231PS  Y12, Y14, Y0
+	VFMADD231PS  Y13, Y14, Y1
+	VBROADCASTSS 28(R10), Y14
+	VFMADD231PS  Y12, Y14, Y2
+	VFMADD231PS  Y13, Y14, Y3
+	VBROADCASTSS 32(R10), Y14
+	VFMADD231PS  Y12, Y14, Y4
+	VFMADD231PS  Y13, Y14, Y5
+	VBROADCASTSS 36(R10), Y14
+	VFMADD231PS  Y12, Y14, Y6
+	VFMADD231PS  Y13, Y14, Y7
+	VBROADCASTSS 40(R10), Y14
+	VFMADD231PS  Y12, Y14, Y8
+	VFMADD231PS  Y13, Y14, Y9
+	VBROADCASTSS 44(R10), Y14
+	VFMADD231PS  Y12, Y14, Y10
+	VFMADD231PS  Y13, Y14, Y11
+	ADDQ         DI, R9
+	VPMOVZXWD    (R9), Y12
+	VPSLLD       $0x10, Y12, Y12
+	VPMOVZXWD    16(R9), Y13
+	VPSLLD       $0x10, Y13, Y13
+	VBROADCASTSS 48(R10), Y14
+	VFMADD231PS  Y12, Y14, Y0
+	VFMADD231PS  Y13, Y14, Y1
+	VBROADCASTSS 52(R10), Y14
+	VFMADD231PS  Y12, Y14, Y2
+	VFMADD231PS  Y13, Y14, Y3
+	VBROADCASTSS 56(R10), Y14
+	VFMADD231PS  Y12, Y14, Y4
+	VFMADD231PS  Y13, Y14, Y5
+	VBROADCASTSS 60(R10), Y14
+	VFMADD231PS  Y12, Y14, Y6
+	VFMADD231PS  Y13, Y14, Y7
+	VBROADCASTSS 64(R10), Y14
+	VFMADD231PS  Y12, Y14, Y8
+	VFMADD231PS  Y13, Y14, Y9
+	VBROADCASTSS 68(R10), Y14
+	VFMADD231PS  Y12, Y14, Y10
+	VFMADD231PS  Y13, Y14, Y11
+	ADDQ         DI, R9
+	VPMOVZXWD    (R9), Y12
+	VPSLLD       $0x10, Y12, Y12
+	VPMOVZXWD    16(R9), Y13
+	VPSLLD       $0x10, Y13, Y13
+	VBROADCASTSS 72(R10), Y14
+	VFMADD231PS  Y12, Y14, Y0
+	VFMADD231PS  Y13, Y14, Y1
+	VBROADCASTSS 76(R10), Y14
+	VFMADD231PS  Y12, Y14, Y2
+	VFMADD231PS  Y13, Y14, Y3
+	VBROADCASTSS 80(R10), Y14
+	VFMADD231PS  Y12, Y14, Y4
+	VFMADD231PS  Y13, Y14, Y5
+	VBROADCASTSS 84(R10), Y14
+	VFMADD231PS  Y12, Y14, Y6
+	VFMADD231PS  Y13, Y14, Y7
+	VBROADCASTSS 88(R10), Y14
+	VFMADD231PS  Y12, Y14, Y8
+	VFMADD231PS  Y13, Y14, Y9
+	VBROADCASTSS 92(R10), Y14
+	VFMADD231PS  Y12, Y14, Y10
+	VFMADD231PS  Y13, Y14, Y11
+	ADDQ         DI, R9
+	ADDQ         $0x60, R10
+	SUBQ         $0x04, R11
+	CMPQ         R11, $0x04
+	JGE          vecs2_whole_rows6_steps4
+
+vecs2_whole_rows6_rest:
+	TESTQ R11, R11
+	JZ    vecs2_whole_rows6_store
+
+	// The k loop: a row of B, 6 broadcasts of A, 12 FMAs.
+vecs2_whole_rows6:
+	VPMOVZXWD    (R9), Y12
+	VPSLLD       $0x10, Y12, Y12
+	VPMOVZXWD    16(R9), Y13
+	VPSLLD       $0x10, Y13, Y13
+	VBROADCASTSS (R10), Y14
+	VFMADD231PS  Y12, Y14, Y0
+	VFMADD231PS  Y13, Y14, Y1
+	VBROADCASTSS 4(R10), Y14
+	VFMADD231PS  Y12, Y14, Y2
+	VFMADD231PS  Y13, Y14, Y3
+	VBROADCASTSS 8(R10), Y14
+	VFMADD231PS  Y12, Y14, Y4
+	VFMADD231PS  Y13, Y14, Y5
+	VBROADCASTSS 12(R10), Y14
+	VFMADD231PS  Y12, Y14, Y6
+	VFMADD231PS  Y13, Y14, Y7
+	VBROADCASTSS 16(R10), Y14
+	VFMADD231PS  Y12, Y14, Y8
+	VFMADD231PS  Y13, Y14, Y9
+	VBROADCASTSS 20(R10), Y14
+	VFMADD231PS  Y12, Y14, Y10
+	VFMADD231PS  Y13, Y14, Y11
+	ADDQ         DI, R9
+	ADDQ         $0x18, R10
+	DECQ         R11
+	JNZ          vecs2_whole_rows6
+
+	// Store the tile row by row; cp ends one row past it.
+vecs2_whole_rows6_store:
+	VMOVUPS Y0, (AX)
+	VMOVUPS Y1, 32(AX)
+	ADDQ    CX, AX
+	VMOVUPS Y2, (AX)
+	VMOVUPS Y3, 32(AX)
+	ADDQ    CX, AX
+	VMOVUPS Y4, (AX)
+	VMOVUPS Y5, 32(AX)
+	ADDQ    CX, AX
+	VMOVUPS Y6, (AX)
+	VMOVUPS Y7, 32(AX)
+	ADDQ    CX, AX
+	VMOVUPS Y8, (AX)
+	VMOVUPS Y9, 32(AX)
+	ADDQ    CX, AX
+	VMOVUPS Y10, (AX)
+	VMOVUPS Y11, 32(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(SI*2), DX
+	SUBQ    $0x06, R8
+	JMP     vecs2_whole_groups
+
+	// The last rows: 4 of them, if rows%6 has that bit.
+vecs2_whole_tail4:
+	TESTQ $0x00000004, R8
+	JZ    vecs2_whole_tail2
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, R9
+	MOVQ  k+56(FP), R10
+
+	// Tile of 4 rows × 2 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs2_whole_rows4_load
+	VPMOVZXWD    (SI), Y6
+	VPSLLD       $0x10, Y6, Y6
+	VPMOVZXWD    16(SI), Y7
+	VPSLLD       $0x10, Y7, Y7
+	VBROADCASTSS (R9), Y1
+	VMULPS       Y6, Y1, Y0
+	VMULPS       Y7, Y1, Y1
+	VBROADCASTSS 4(R9), Y3
+	VMULPS       Y6, Y3, Y2
+	VMULPS       Y7, Y3, Y3
+	VBROADCASTSS 8(R9), Y5
+	VMULPS       Y6, Y5, Y4
+	VMULPS       Y7, Y5, Y5
+	VBROADCASTSS 12(R9), Y8
+	VMULPS       Y6, Y8, Y6
+	VMULPS       Y7, Y8, Y7
+	ADDQ         DI, SI
+	ADDQ         $0x10, R9
+	DECQ         R10
+	JZ           vecs2_whole_rows4_store
+	JMP          vecs2_whole_rows4_by4
+
+vecs2_whole_rows4_load:
+	MOVQ    AX, R11
+	VMOVUPS (R11), Y0
+	VMOVUPS 32(R11), Y1
+	ADDQ    CX, R11
+	VMOVUPS (R11), Y2
+	VMOVUPS 32(R11), Y3
+	ADDQ    CX, R11
+	VMOVUPS (R11), Y4
+	VMOVUPS 32(R11), Y5
+	ADDQ    CX, R11
+	VMOVUPS (R11), Y6
+	VMOVUPS 32(R11), Y7
+
+	// 4 steps of k a pass: 4 rows of B, 16 broadcasts of A, 32 FMAs.
+vecs2_whole_rows4_by4:
+	CMPQ R10, $0x04
+	JLT  vecs2_whole_rows4_rest
+
+vecs2_whole_rows4_steps4:
+	VPMOVZXWD    (SI), Y8
+	VPSLLD       $0x10, Y8, Y8
+	VPMOVZXWD    16(SI), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VBROADCASTSS (R9), Y10
+	VFMADD231PS  Y8, Y10, Y0
+	VFMADD231PS  Y9, Y10, Y1
+	VBROADCASTSS 4(R9), Y10
+	VFMADD231PS  Y8, Y10, Y2
+	VFMADD231PS  Y9, Y10, Y3
+	VBROADCASTSS 8(R9), Y10
+	VFMADD231PS  Y8, Y10, Y4
+	VFMADD231PS  Y9, Y10, Y5
+	VBROADCASTSS 12(R9), Y10
+	VFMADD231PS  Y8, Y10, Y6
+	VFMADD231PS  Y9, Y10, Y7
+	ADDQ         DI, SI
+	VPMOVZXWD    (SI), Y8
+	VPSLLD       $0x10, Y8, Y8
+	VPMOVZXWD    16(SI), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VBROADCASTSS 16(R9), Y10
+	VFMADD231PS  Y8, Y10, Y0
+	VFMADD231PS  Y9, Y10, Y1
+	VBROADCASTSS 20(R9), Y10
+	VFMADD231PS  Y8, Y10, Y2
+	VFMADD231PS  Y9, Y10, Y3
+	VBROADCASTSS 24(R9), Y10
+	VFMADD231PS  Y8, Y10, Y4
+	VFMADD231PS  Y9, Y10, Y5
+	VBROADCASTSS 28(R9), Y10
+	VFMADD231PS  Y8, Y10, Y6
+	VFMADD231PS  Y9, Y10, Y7
+	ADDQ         DI, SI
+	VPMOVZXWD    (SI), Y8
+	VPSLLD       $0x10, Y8, Y8
+	VPMOVZXWD    16(SI), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VBROADCASTSS 32(R9), Y10
+	VFMADD231PS  Y8, Y10, Y0
+	VFMADD231PS  Y9, Y10, Y1
+	VBROADCASTSS 36(R9), Y10
+	VFMADD231PS  Y8, Y10, Y2
+	VFMADD231PS  Y9, Y10, Y3
+	VBROADCASTSS 40(R9), Y10
+	VFMADD231PS  Y8, Y10, Y4
+	VFMADD231PS  Y9, Y10, Y5
+	VBROADCASTSS 44(R9), Y10
+	VFMADD231PS  Y8, Y10, Y6
+	VFMADD231PS  Y9, Y10, Y7
+	ADDQ         DI, SI
+	VPMOVZXWD    (SI), Y8
+	VPSLLD       $0x10, Y8, Y8
+	VPMOVZXWD    16(SI), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VBROADCASTSS 48(R9), Y10
+	VFMADD231PS  Y8, Y10, Y0
+	VFMADD231PS  Y9, Y10, Y1
+	VBROADCASTSS 52(R9), Y10
+	VFMADD231PS  Y8, Y10, Y2
+	VFMADD231PS  Y9, Y10, Y3
+	VBROADCASTSS 56(R9), Y10
+	VFMADD231PS  Y8, Y10, Y4
+	VFMADD231PS  Y9, Y10, Y5
+	VBROADCASTSS 60(R9), Y10
+	VFMADD231PS  Y8, Y10, Y6
+	VFMADD231PS  Y9, Y10, Y7
+	ADDQ         DI, SI
+	ADDQ         $0x40, R9
+	SUBQ         $0x04, R10
+	CMPQ         R10, $0x04
+	JGE          vecs2_whole_rows4_steps4
+
+vecs2_whole_rows4_rest:
+	TESTQ R10, R10
+	JZ    vecs2_whole_rows4_store
+
+	// The k loop: a row of B, 4 broadcasts of A, 8 FMAs.
+vecs2_whole_rows4:
+	VPMOVZXWD    (SI), Y8
+	VPSLLD       $0x10, Y8, Y8
+	VPMOVZXWD    16(SI), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VBROADCASTSS (R9), Y10
+	VFMADD231PS  Y8, Y10, Y0
+	VFMADD231PS  Y9, Y10, Y1
+	VBROADCASTSS 4(R9), Y10
+	VFMADD231PS  Y8, Y10, Y2
+	VFMADD231PS  Y9, Y10, Y3
+	VBROADCASTSS 8(R9), Y10
+	VFMADD231PS  Y8, Y10, Y4
+	VFMADD231PS  Y9, Y10, Y5
+	VBROADCASTSS 12(R9), Y10
+	VFMADD231PS  Y8, Y10, Y6
+	VFMADD231PS  Y9, Y10, Y7
+	ADDQ         DI, SI
+	ADDQ         $0x10, R9
+	DECQ         R10
+	JNZ          vecs2_whole_rows4
+
+	// Store the tile row by row; cp ends one row past it.
+vecs2_whole_rows4_store:
+	VMOVUPS Y0, (AX)
+	VMOVUPS Y1, 32(AX)
+	ADDQ    CX, AX
+	VMOVUPS Y2, (AX)
+	VMOVUPS Y3, 32(AX)
+	ADDQ    CX, AX
+	VMOVUPS Y4, (AX)
+	VMOVUPS Y5, 32(AX)
+	ADDQ    CX, AX
+	VMOVUPS Y6, (AX)
+	VMOVUPS Y7, 32(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*4), DX
+
+	// The last rows: 2 of them, if rows%6 has that bit.
+vecs2_whole_tail2:
+	TESTQ $0x00000002, R8
+	JZ    vecs2_whole_tail1
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, R9
+	MOVQ  k+56(FP), R10
+
+	// Tile of 2 rows × 2 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs2_whole_rows2_load
+	VPMOVZXWD    (SI), Y2
+	VPSLLD       $0x10, Y2, Y2
+	VPMOVZXWD    16(SI), Y3
+	VPSLLD       $0x10, Y3, Y3
+	VBROADCASTSS (R9), Y1
+	VMULPS       Y2, Y1, Y0
+	VMULPS       Y3, Y1, Y1
+	VBROADCASTSS 4(R9), Y4
+	VMULPS       Y2, Y4, Y2
+	VMULPS       Y3, Y4, Y3
+	ADDQ         DI, SI
+	ADDQ         $0x08, R9
+	DECQ         R10
+	JZ           vecs2_whole_rows2_store
+	JMP          vecs2_whole_rows2_by4
+
+vecs2_whole_rows2_load:
+	MOVQ    AX, R11
+	VMOVUPS (R11), Y0
+	VMOVUPS 32(R11), Y1
+	ADDQ    CX, R11
+	VMOVUPS (R11), Y2
+	VMOVUPS 32(R11), Y3
+
+	// 4 steps of k a pass: 4 rows of B, 8 broadcasts of A, 16 FMAs.
+vecs2_whole_rows2_by4:
+	CMPQ R10, $0x04
+	JLT  vecs2_whole_rows2_rest
+
+vecs2_whole_rows2_steps4:
+	VPMOVZXWD    (SI), Y4
+	VPSLLD       $0x10, Y4, Y4
+	VPMOVZXWD    16(SI), Y5
+	VPSLLD       $0x10, Y5, Y5
+	VBROADCASTSS (R9), Y6
+	VFMADD231PS  Y4, Y6, Y0
+	VFMADD231PS  Y5, Y6, Y1
+	VBROADCASTSS 4(R9), Y6
+	VFMADD231PS  Y4, Y6, Y2
+	VFMADD231PS  Y5, Y6, Y3
+	ADDQ         DI, SI
+	VPMOVZXWD    (SI), Y4
+	VPSLLD       $0x10, Y4, Y4
+	VPMOVZXWD    16(SI), Y5
+	VPSLLD       $0x10, Y5, Y5
+	VBROADCASTSS 8(R9), Y6
+	VFMADD231PS  Y4, Y6, Y0
+	VFMADD231PS  Y5, Y6, Y1
+	VBROADCASTSS 12(R9), Y6
+	VFMADD231PS  Y4, Y6, Y2
+	VFMADD231PS  Y5, Y6, Y3
+	ADDQ         DI, SI
+	VPMOVZXWD    (SI), Y4
+	VPSLLD       $0x10, Y4, Y4
+	VPMOVZXWD    16(SI), Y5
+	VPSLLD       $0x10, Y5, Y5
+	VBROADCASTSS 16(R9), Y6
+	VFMADD231PS  Y4, Y6, Y0
+	VFMADD231PS  Y5, Y6, Y1
+	VBROADCASTSS 20(R9), Y6
+	VFMADD231PS  Y4, Y6, Y2
+	VFMADD231PS  Y5, Y6, Y3
+	ADDQ         DI, SI
+	VPMOVZXWD    (SI), Y4
+	VPSLLD       $0x10, Y4, Y4
+	VPMOVZXWD    16(SI), Y5
+	VPSLLD       $0x10, Y5, Y5
+	VBROADCASTSS 24(R9), Y6
+	VFMADD231PS  Y4, Y6, Y0
+	VFMADD231PS  Y5, Y6, Y1
+	VBROADCASTSS 28(R9), Y6
+	VFMADD231PS  Y4, Y6, Y2
+	VFMADD231PS  Y5, Y6, Y3
+	ADDQ         DI, SI
+	ADDQ         $0x20, R9
+	SUBQ         $0x04, R10
+	CMPQ         R10, $0x04
+	JGE          vecs2_whole_rows2_steps4
+
+vecs2_whole_rows2_rest:
+	TESTQ R10, R10
+	JZ    vecs2_whole_rows2_store
+
+	// The k loop: a row of B, 2 broadcasts of A, 4 FMAs.
+vecs2_whole_rows2:
+	VPMOVZXWD    (SI), Y4
+	VPSLLD       $0x10, Y4, Y4
+	VPMOVZXWD    16(SI), Y5
+	VPSLLD       $0x10, Y5, Y5
+	VBROADCASTSS (R9), Y6
+	VFMADD231PS  Y4, Y6, Y0
+	VFMADD231PS  Y5, Y6, Y1
+	VBROADCASTSS 4(R9), Y6
+	VFMADD231PS  Y4, Y6, Y2
+	VFMADD231PS  Y5, Y6, Y3
+	ADDQ         DI, SI
+	ADDQ         $0x08, R9
+	DECQ         R10
+	JNZ          vecs2_whole_rows2
+
+	// Store the tile row by row; cp ends one row past it.
+vecs2_whole_rows2_store:
+	VMOVUPS Y0, (AX)
+	VMOVUPS Y1, 32(AX)
+	ADDQ    CX, AX
+	VMOVUPS Y2, (AX)
+	VMOVUPS Y3, 32(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*2), DX
+
+	// The last rows: 1 of them, if rows%6 has that bit.
+vecs2_whole_tail1:
+	TESTQ $0x00000001, R8
+	JZ    vecs2_whole_done
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, R8
+	MOVQ  k+56(FP), R9
+
+	// Tile of 1 rows × 2 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs2_whole_rows1_load
+	VPMOVZXWD    (SI), Y0
+	VPSLLD       $0x10, Y0, Y0
+	VPMOVZXWD    16(SI), Y1
+	VPSLLD       $0x10, Y1, Y1
+	VBROADCASTSS (R8), Y2
+	VMULPS       Y0, Y2, Y0
+	VMULPS       Y1, Y2, Y1
+	ADDQ         DI, SI
+	ADDQ         $0x04, R8
+	DECQ         R9
+	JZ           vecs2_whole_rows1_store
+	JMP          vecs2_whole_rows1_by4
+
+vecs2_whole_rows1_load:
+	MOVQ    AX, R10
+	VMOVUPS (R10), Y0
+	VMOVUPS 32(R10), Y1
+
+	// 4 steps of k a pass: 4 rows of B, 4 broadcasts of A, 8 FMAs.
+vecs2_whole_rows1_by4:
+	CMPQ R9, $0x04
+	JLT  vecs2_whole_rows1_rest
+
+vecs2_whole_rows1_steps4:
+	VPMOVZXWD    (SI), Y2
+	VPSLLD       $0x10, Y2, Y2
+	VPMOVZXWD    16(SI), Y3
+	VPSLLD       $0x10, Y3, Y3
+	VBROADCASTSS (R8), Y4
+	VFMADD231PS  Y2, Y4, Y0
+	VFMADD231PS  Y3, Y4, Y1
+	ADDQ         DI, SI
+	VPMOVZXWD    (SI), Y2
+	VPSLLD       $0x10, Y2, Y2
+	VPMOVZXWD    16(SI), Y3
+	VPSLLD       $0x10, Y3, Y3
+	VBROADCASTSS 4(R8), Y4
+	VFMADD231PS  Y2, Y4, Y0
+	VFMADD231PS  Y3, Y4, Y1
+	ADDQ         DI, SI
+	VPMOVZXWD    (SI), Y2
+	VPSLLD       $0x10, Y2, Y2
+	VPMOVZXWD    16(SI), Y3
+	VPSLLD       $0x10, Y3, Y3
+	VBROADCASTSS 8(R8), Y4
+	VFMADD231PS  Y2, Y4, Y0
+	VFMADD231PS  Y3, Y4, Y1
+	ADDQ         DI, SI
+	VPMOVZXWD    (SI), Y2
+	VPSLLD       $0x10, Y2, Y2
+	VPMOVZXWD    16(SI), Y3
+	VPSLLD       $0x10, Y3, Y3
+	VBROADCASTSS 12(R8), Y4
+	VFMADD231PS  Y2, Y4, Y0
+	VFMADD231PS  Y3, Y4, Y1
+	ADDQ         DI, SI
+	ADDQ         $0x10, R8
+	SUBQ         $0x04, R9
+	CMPQ         R9, $0x04
+	JGE          vecs2_whole_rows1_steps4
+
+vecs2_whole_rows1_rest:
+	TESTQ R9, R9
+	JZ    vecs2_whole_rows1_store
+
+	// The k loop: a row of B, 1 broadcasts of A, 2 FMAs.
+vecs2_whole_rows1:
+	VPMOVZXWD    (SI), Y2
+	VPSLLD       $0x10, Y2, Y2
+	VPMOVZXWD    16(SI), Y3
+	VPSLLD       $0x10, Y3, Y3
+	VBROADCASTSS (R8), Y4
+	VFMADD231PS  Y2, Y4, Y0
+	VFMADD231PS  Y3, Y4, Y1
+	ADDQ         DI, SI
+	ADDQ         $0x04, R8
+	DECQ         R9
+	JNZ          vecs2_whole_rows1
+
+	// Store the tile row by row; cp ends one row past it.
+vecs2_whole_rows1_store:
+	VMOVUPS Y0, (AX)
+	VMOVUPS Y1, 32(AX)
+	ADDQ    CX, AX
+	ADDQ    BX, DX
+
+vecs2_whole_done:
+	VZEROUPPER
+	RET
+
+	// Panel of 1 vectors, the last one whole.
+vecs1_whole:
+	// Groups of 6 rows.
+vecs1_whole_groups:
+	CMPQ R8, $0x06
+	JLT  vecs1_whole_tail4
+	MOVQ b+32(FP), R9
+	MOVQ DX, R10
+	MOVQ k+56(FP), R11
+
+	// Tile of 6 rows × 1 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs1_whole_rows6_load
+	VPMOVZXWD    (R9), Y5
+	VPSLLD       $0x10, Y5, Y5
+	VBROADCASTSS (R10), Y0
+	VMULPS       Y5, Y0, Y0
+	VBROADCASTSS 4(R10), Y1
+	VMULPS       Y5, Y1, Y1
+	VBROADCASTSS 8(R10), Y2
+	VMULPS       Y5, Y2, Y2
+	VBROADCASTSS 12(R10), Y3
+	VMULPS       Y5, Y3, Y3
+	VBROADCASTSS 16(R10), Y4
+	VMULPS       Y5, Y4, Y4
+	VBROADCASTSS 20(R10), Y6
+	VMULPS       Y5, Y6, Y5
+	ADDQ         DI, R9
+	ADDQ         $0x18, R10
+	DECQ         R11
+	JZ           vecs1_whole_rows6_store
+	JMP          vecs1_whole_rows6_by4
+
+vecs1_whole_rows6_load:
+	MOVQ    AX, R12
+	VMOVUPS (R12), Y0
+	ADDQ    CX, R12
+	VMOVUPS (R12), Y1
+	ADDQ    CX, R12
+	VMOVUPS (R12), Y2
+	ADDQ    CX, R12
+	VMOVUPS (R12), Y3
+	ADDQ    CX, R12
+	VMOVUPS (R12), Y4
+	ADDQ    CX, R12
+	VMOVUPS (R12), Y5
+
+	// 4 steps of k a pass: 4 rows of B, 24 broadcasts of A, 24 FMAs.
+vecs1_whole_rows6_by4:
+	CMPQ R11, $0x04
+	JLT  vecs1_whole_rows6_rest
+
+vecs1_whole_rows6_steps4:
+	VPMOVZXWD    (R9), Y6
+	VPSLLD       $0x10, Y6, Y6
+	VBROADCASTSS (R10), Y7
+	VFMADD231PS  Y6, Y7, Y0
+	VBROADCASTSS 4(R10), Y7
+	VFMADD231PS  Y6, Y7, Y1
+	VBROADCASTSS 8(R10), Y7
+	VFMADD231PS  Y6, Y7, Y2
+	VBROADCASTSS 12(R10), Y7
+	VFMADD231PS  Y6, Y7, Y3
+	VBROADCASTSS 16(R10), Y7
+	VFMADD231PS  Y6, Y7, Y4
+	VBROADCASTSS 20(R10), Y7
+	VFMADD231PS  Y6, Y7, Y5
+	ADDQ         DI, R9
+	VPMOVZXWD    (R9), Y6
+	VPSLLD       $0x10, Y6, Y6
+	VBROADCASTSS 24(R10), Y7
+	VFMADD231PS  Y6, Y7, Y0
+	VBROADCASTSS 28(R10), Y7
+	VFMADD231PS  Y6, Y7, Y1
+	VBROADCASTSS 32(R10), Y7
+	VFMADD231PS  Y6, Y7, Y2
+	VBROADCASTSS 36(R10), Y7
+	VFMADD231PS  Y6, Y7, Y3
+	VBROADCASTSS 40(R10), Y7
+	VFMADD231PS  Y6, Y7, Y4
+	VBROADCASTSS 44(R10), Y7
+	VFMADD231PS  Y6, Y7, Y5
+	ADDQ         DI, R9
+	VPMOVZXWD    (R9), Y6
+	VPSLLD       $0x10, Y6, Y6
+	VBROADCASTSS 48(R10), Y7
+	VFMADD231PS  Y6, Y7, Y0
+	VBROADCASTSS 52(R10), Y7
+	VFMADD231PS  Y6, Y7, Y1
+	VBROADCASTSS 56(R10), Y7
+	VFMADD231PS  Y6, Y7, Y2
+	VBROADCASTSS 60(R10), Y7
+	VFMADD231PS  Y6, Y7, Y3
+	VBROADCASTSS 64(R10), Y7
+	VFMADD231PS  Y6, Y7, Y4
+	VBROADCASTSS 68(R10), Y7
+	VFMADD231PS  Y6, Y7, Y5
+	ADDQ         DI, R9
+	VPMOVZXWD    (R9), Y6
+	VPSLLD       $0x10, Y6, Y6
+	VBROADCASTSS 72(R10), Y7
+	VFMADD231PS  Y6, Y7, Y0
+	VBROADCASTSS 76(R10), Y7
+	VFMADD231PS  Y6, Y7, Y1
+	VBROADCASTSS 80(R10), Y7
+	VFMADD231PS  Y6, Y7, Y2
+	VBROADCASTSS 84(R10), Y7
+	VFMADD231PS  Y6, Y7, Y3
+	VBROADCASTSS 88(R10), Y7
+	VFMADD231PS  Y6, Y7, Y4
+	VBROADCASTSS 92(R10), Y7
+	VFMADD231PS  Y6, Y7, Y5
+	ADDQ         DI, R9
+	ADDQ         $0x60, R10
+	SUBQ         $0x04, R11
+	CMPQ         R11, $0x04
+	JGE          vecs1_whole_rows6_steps4
+
+vecs1_whole_rows6_rest:
+	TESTQ R11, R11
+	JZ    vecs1_whole_rows6_store
+
+	// The k loop: a row of B, 6 broadcasts of A, 6 FMAs.
+vecs1_whole_rows6:
+	VPMOVZXWD    (R9), Y6
+	VPSLLD       $0x10, Y6, Y6
+	VBROADCASTSS (R10), Y7
+	VFMADD231PS  Y6, Y7, Y0
+	VBROADCASTSS 4(R10), Y7
+	VFMADD231PS  Y6, Y7, Y1
+	VBROADCASTSS 8(R10), Y7
+	VFMADD231PS  Y6, Y7, Y2
+	VBROADCASTSS 12(R10), Y7
+	VFMADD231PS  Y6, Y7, Y3
+	VBROADCASTSS 16(R10), Y7
+	VFMADD231PS  Y6, Y7, Y4
+	VBROADCASTSS 20(R10), Y7
+	VFMADD231PS  Y6, Y7, Y5
+	ADDQ         DI, R9
+	ADDQ         $0x18, R10
+	DECQ         R11
+	JNZ          vecs1_whole_rows6
+
+	// Store the tile row by row; cp ends one row past it.
+vecs1_whole_rows6_store:
+	VMOVUPS Y0, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Y1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Y2, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Y3, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Y4, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Y5, (AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(SI*2), DX
+	SUBQ    $0x06, R8
+	JMP     vecs1_whole_groups
+
+	// The last rows: 4 of them, if rows%6 has that bit.
+vecs1_whole_tail4:
+	TESTQ $0x00000004, R8
+	JZ    vecs1_whole_tail2
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, R9
+	MOVQ  k+56(FP), R10
+
+	// Tile of 4 rows × 1 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs1_whole_rows4_load
+	VPMOVZXWD    (SI), Y3
+	VPSLLD       $0x10, Y3, Y3
+	VBROADCASTSS (R9), Y0
+	VMULPS       Y3, Y0, Y0
+	VBROADCASTSS 4(R9), Y1
+	VMULPS       Y3, Y1, Y1
+	VBROADCASTSS 8(R9), Y2
+	VMULPS       Y3, Y2, Y2
+	VBROADCASTSS 12(R9), Y4
+	VMULPS       Y3, Y4, Y3
+	ADDQ         DI, SI
+	ADDQ         $0x10, R9
+	DECQ         R10
+	JZ           vecs1_whole_rows4_store
+	JMP          vecs1_whole_rows4_by4
+
+vecs1_whole_rows4_load:
+	MOVQ    AX, R11
+	VMOVUPS (R11), Y0
+	ADDQ    CX, R11
+	VMOVUPS (R11), Y1
+	ADDQ    CX, R11
+	VMOVUPS (R11), Y2
+	ADDQ    CX, R11
+	VMOVUPS (R11), Y3
+
+	// 4 steps of k a pass: 4 rows of B, 16 broadcasts of A, 16 FMAs.
+vecs1_whole_rows4_by4:
+	CMPQ R10, $0x04
+	JLT  vecs1_whole_rows4_rest
+
+vecs1_whole_rows4_steps4:
+	VPMOVZXWD    (SI), Y4
+	VPSLLD       $0x10, Y4, Y4
+	VBROADCASTSS (R9), Y5
+	VFMADD231PS  Y4, Y5, Y0
+	VBROADCASTSS 4(R9), Y5
+	VFMADD231PS  Y4, Y5, Y1
+	VBROADCASTSS 8(R9), Y5
+	VFMADD231PS  Y4, Y5, Y2
+	VBROADCASTSS 12(R9), Y5
+	VFMADD231PS  Y4, Y5, Y3
+	ADDQ         DI, SI
+	VPMOVZXWD    (SI), Y4
+	VPSLLD       $0x10, Y4, Y4
+	VBROADCASTSS 16(R9), Y5
+	VFMADD231PS  Y4, Y5, Y0
+	VBROADCASTSS 20(R9), Y5
+	VFMADD231PS  Y4, Y5, Y1
+	VBROADCASTSS 24(R9), Y5
+	VFMADD231PS  Y4, Y5, Y2
+	VBROADCASTSS 28(R9), Y5
+	VFMADD231PS  Y4, Y5, Y3
+	ADDQ         DI, SI
+	VPMOVZXWD    (SI), Y4
+	VPSLLD       $0x10, Y4, Y4
+	VBROADCASTSS 32(R9), Y5
+	VFMADD231PS  Y4, Y5, Y0
+	VBROADCASTSS 36(R9), Y5
+	VFMADD231PS  Y4, Y5, Y1
+	VBROADCASTSS 40(R9), Y5
+	VFMADD231PS  Y4, Y5, Y2
+	VBROADCASTSS 44(R9), Y5
+	VFMADD231PS  Y4, Y5, Y3
+	ADDQ         DI, SI
+	VPMOVZXWD    (SI), Y4
+	VPSLLD       $0x10, Y4, Y4
+	VBROADCASTSS 48(R9), Y5
+	VFMADD231PS  Y4, Y5, Y0
+	VBROADCASTSS 52(R9), Y5
+	VFMADD231PS  Y4, Y5, Y1
+	VBROADCASTSS 56(R9), Y5
+	VFMADD231PS  Y4, Y5, Y2
+	VBROADCASTSS 60(R9), Y5
+	VFMADD231PS  Y4, Y5, Y3
+	ADDQ         DI, SI
+	ADDQ         $0x40, R9
+	SUBQ         $0x04, R10
+	CMPQ         R10, $0x04
+	JGE          vecs1_whole_rows4_steps4
+
+vecs1_whole_rows4_rest:
+	TESTQ R10, R10
+	JZ    vecs1_whole_rows4_store
+
+	// The k loop: a row of B, 4 broadcasts of A, 4 FMAs.
+vecs1_whole_rows4:
+	VPMOVZXWD    (SI), Y4
+	VPSLLD       $0x10, Y4, Y4
+	VBROADCASTSS (R9), Y5
+	VFMADD231PS  Y4, Y5, Y0
+	VBROADCASTSS 4(R9), Y5
+	VFMADD231PS  Y4, Y5, Y1
+	VBROADCASTSS 8(R9), Y5
+	VFMADD231PS  Y4, Y5, Y2
+	VBROADCASTSS 12(R9), Y5
+	VFMADD231PS  Y4, Y5, Y3
+	ADDQ         DI, SI
+	ADDQ         $0x10, R9
+	DECQ         R10
+	JNZ          vecs1_whole_rows4
+
+	// Store the tile row by row; cp ends one row past it.
+vecs1_whole_rows4_store:
+	VMOVUPS Y0, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Y1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Y2, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Y3, (AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*4), DX
+
+	// The last rows: 2 of them, if rows%6 has that bit.
+vecs1_whole_tail2:
+	TESTQ $0x00000002, R8
+	JZ    vecs1_whole_tail1
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, R9
+	MOVQ  k+56(FP), R10
+
+	// Tile of 2 rows × 1 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs1_whole_rows2_load
+	VPMOVZXWD    (SI), Y1
+	VPSLLD       $0x10, Y1, Y1
+	VBROADCASTSS (R9), Y0
+	VMULPS       Y1, Y0, Y0
+	VBROADCASTSS 4(R9), Y2
+	VMULPS       Y1, Y2, Y1
+	ADDQ         DI, SI
+	ADDQ         $0x08, R9
+	DECQ         R10
+	JZ           vecs1_whole_rows2_store
+	JMP          vecs1_whole_rows2_by4
+
+vecs1_whole_rows2_load:
+	MOVQ    AX, R11
+	VMOVUPS (R11), Y0
+	ADDQ    CX, R11
+	VMOVUPS (R11), Y1
+
+	// 4 steps of k a pass: 4 rows of B, 8 broadcasts of A, 8 FMAs.
+vecs1_whole_rows2_by4:
+	CMPQ R10, $0x04
+	JLT  vecs1_whole_rows2_rest
+
+vecs1_whole_rows2_steps4:
+	VPMOVZXWD    (SI), Y2
+	VPSLLD       $0x10, Y2, Y2
+	VBROADCASTSS (R9), Y3
+	VFMADD231PS  Y2, Y3, Y0
+	VBROADCASTSS 4(R9), Y3
+	VFMADD231PS  Y2, Y3, Y1
+	ADDQ         DI, SI
+	VPMOVZXWD    (SI), Y2
+	VPSLLD       $0x10, Y2, Y2
+	VBROADCASTSS 8(R9), Y3
+	VFMADD231PS  Y2, Y3, Y0
+	VBROADCASTSS 12(R9), Y3
+	VFMADD231PS  Y2, Y3, Y1
+	ADDQ         DI, SI
+	VPMOVZXWD    (SI), Y2
+	VPSLLD       $0x10, Y2, Y2
+	VBROADCASTSS 16(R9), Y3
+	VFMADD231PS  Y2, Y3, Y0
+	VBROADCASTSS 20(R9), Y3
+	VFMADD231PS  Y2, Y3, Y1
+	ADDQ         DI, SI
+	VPMOVZXWD    (SI), Y2
+	VPSLLD       $0x10, Y2, Y2
+	VBROADCASTSS 24(R9), Y3
+	VFMADD231PS  Y2, Y3, Y0
+	VBROADCASTSS 28(R9), Y3
+	VFMADD231PS  Y2, Y3, Y1
+	ADDQ         DI, SI
+	ADDQ         $0x20, R9
+	SUBQ         $0x04, R10
+	CMPQ         R10, $0x04
+	JGE          vecs1_whole_rows2_steps4
+
+vecs1_whole_rows2_rest:
+	TESTQ R10, R10
+	JZ    vecs1_whole_rows2_store
+
+	// The k loop: a row of B, 2 broadcasts of A, 2 FMAs.
+vecs1_whole_rows2:
+	VPMOVZXWD    (SI), Y2
+	VPSLLD       $0x10, Y2, Y2
+	VBROADCASTSS (R9), Y3
+	VFMADD231PS  Y2, Y3, Y0
+	VBROADCASTSS 4(R9), Y3
+	VFMADD231PS  Y2, Y3, Y1
+	ADDQ         DI, SI
+	ADDQ         $0x08, R9
+	DECQ         R10
+	JNZ          vecs1_whole_rows2
+
+	// Store the tile row by row; cp ends one row past it.
+vecs1_whole_rows2_store:
+	VMOVUPS Y0, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Y1, (AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*2), DX
+
+	// The last rows: 1 of them, if rows%6 has that bit.
+vecs1_whole_tail1:
+	TESTQ $0x00000001, R8
+	JZ    vecs1_whole_done
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, R8
+	MOVQ  k+56(FP), R9
+
+	// Tile of 1 rows × 1 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs1_whole_rows1_load
+	VPMOVZXWD    (SI), Y0
+	VPSLLD       $0x10, Y0, Y0
+	VBROADCASTSS (R8), Y1
+	VMULPS       Y0, Y1, Y0
+	ADDQ         DI, SI
+	ADDQ         $0x04, R8
+	DECQ         R9
+	JZ           vecs1_whole_rows1_store
+	JMP          vecs1_whole_rows1_by4
+
+vecs1_whole_rows1_load:
+	MOVQ    AX, R10
+	VMOVUPS (R10), Y0
+
+	// 4 steps of k a pass: 4 rows of B, 4 broadcasts of A, 4 FMAs.
+vecs1_whole_rows1_by4:
+	CMPQ R9, $0x04
+	JLT  vecs1_whole_rows1_rest
+
+vecs1_whole_rows1_steps4:
+	VPMOVZXWD    (SI), Y1
+	VPSLLD       $0x10, Y1, Y1
+	VBROADCASTSS (R8), Y2
+	VFMADD231PS  Y1, Y2, Y0
+	ADDQ         DI, SI
+	VPMOVZXWD    (SI), Y1
+	VPSLLD       $0x10, Y1, Y1
+	VBROADCASTSS 4(R8), Y2
+	VFMADD231PS  Y1, Y2, Y0
+	ADDQ         DI, SI
+	VPMOVZXWD    (SI), Y1
+	VPSLLD       $0x10, Y1, Y1
+	VBROADCASTSS 8(R8), Y2
+	VFMADD231PS  Y1, Y2, Y0
+	ADDQ         DI, SI
+	VPMOVZXWD    (SI), Y1
+	VPSLLD       $0x10, Y1, Y1
+	VBROADCASTSS 12(R8), Y2
+	VFMADD231PS  Y1, Y2, Y0
+	ADDQ         DI, SI
+	ADDQ         $0x10, R8
+	SUBQ         $0x04, R9
+	CMPQ         R9, $0x04
+	JGE          vecs1_whole_rows1_steps4
+
+vecs1_whole_rows1_rest:
+	TESTQ R9, R9
+	JZ    vecs1_whole_rows1_store
+
+	// The k loop: a row of B, 1 broadcasts of A, 1 FMAs.
+vecs1_whole_rows1:
+	VPMOVZXWD    (SI), Y1
+	VPSLLD       $0x10, Y1, Y1
+	VBROADCASTSS (R8), Y2
+	VFMADD231PS  Y1, Y2, Y0
+	ADDQ         DI, SI
+	ADDQ         $0x04, R8
+	DECQ         R9
+	JNZ          vecs1_whole_rows1
+
+	// Store the tile row by row; cp ends one row past it.
+vecs1_whole_rows1_store:
+	VMOVUPS Y0, (AX)
+	ADDQ    CX, AX
+	ADDQ    BX, DX
+
+vecs1_whole_done:
+	VZEROUPPER
+	RET
+
+	// Panel of 2 vectors, the last one masked.
+vecs2_masked:
+	// Groups of 6 rows.
+vecs2_masked_groups:
+	CMPQ R8, $0x06
+	JLT  vecs2_masked_tail4
+	MOVQ b+32(FP), R9
+	MOVQ DX, R10
+	MOVQ k+56(FP), R12
+
+	// Tile of 6 rows × 2 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs2_masked_rows6_load
+	VPMOVZXWD    (R9), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VPMOVZXWD    16(R9), Y11
+	VPSLLD       $0x10, Y11, Y11
+	VBROADCASTSS (R10), Y1
+	VMULPS       Y10, Y1, Y0
+	VMULPS       Y11, Y1, Y1
+	VBROADCASTSS 4(R10), Y3
+	VMULPS       Y10, Y3, Y2
+	VMULPS       Y11, Y3, Y3
+	VBROADCASTSS 8(R10), Y5
+	VMULPS       Y10, Y5, Y4
+	VMULPS       Y11, Y5, Y5
+	VBROADCASTSS 12(R10), Y7
+	VMULPS       Y10, Y7, Y6
+	VMULPS       Y11, Y7, Y7
+	VBROADCASTSS 16(R10), Y9
+	VMULPS       Y10, Y9, Y8
+	VMULPS       Y11, Y9, Y9
+	VBROADCASTSS 20(R10), Y12
+	VMULPS       Y10, Y12, Y10
+	VMULPS       Y11, Y12, Y11
+	ADDQ         DI, R9
+	ADDQ         $0x18, R10
+	DECQ         R12
+	JZ           vecs2_masked_rows6_store
+	JMP          vecs2_masked_rows6_by4
+
+vecs2_masked_rows6_load:
+	MOVQ       AX, R13
+	VMOVUPS    (R13), Y0
+	VMOVDQU    (R11), Y1
+	VMASKMOVPS 32(R13), Y1, Y1
+	ADDQ       CX, R13
+	VMOVUPS    (R13), Y2
+	VMOVDQU    (R11), Y3
+	VMASKMOVPS 32(R13), Y3, Y3
+	ADDQ       CX, R13
+	VMOVUPS    (R13), Y4
+	VMOVDQU    (R11), Y5
+	VMASKMOVPS 32(R13), Y5, Y5
+	ADDQ       CX, R13
+	VMOVUPS    (R13), Y6
+	VMOVDQU    (R11), Y7
+	VMASKMOVPS 32(R13), Y7, Y7
+	ADDQ       CX, R13
+	VMOVUPS    (R13), Y8
+	VMOVDQU    (R11), Y9
+	VMASKMOVPS 32(R13), Y9, Y9
+	ADDQ       CX, R13
+	VMOVUPS    (R13), Y10
+	VMOVDQU    (R11), Y11
+	VMASKMOVPS 32(R13), Y11, Y11
+
+	// 4 steps of k a pass: 4 rows of B, 24 broadcasts of A, 48 FMAs.
+vecs2_masked_rows6_by4:
+	CMPQ R12, $0x04
+	JLT  vecs2_masked_rows6_rest
+
+vecs2_masked_rows6_steps4:
+	VPMOVZXWD    (R9), Y12
+	VPSLLD       $0x10, Y12, Y12
+	VPMOVZXWD    16(R9), Y13
+	VPSLLD       $0x10, Y13, Y13
+	VBROADCASTSS (R10), Y14
+	VFMADD231PS  Y12, Y14, Y0
+	VFMADD231PS  Y13, Y14, Y1
+	VBROADCASTSS 4(R10), Y14
+	VFMADD231PS  Y12, Y14, Y2
+	VFMADD231PS  Y13, Y14, Y3
+	VBROADCASTSS 8(R10), Y14
+	VFMADD231PS  Y12, Y14, Y4
+	VFMADD231PS  Y13, Y14, Y5
+	VBROADCASTSS 12(R10), Y14
+	VFMADD231PS  Y12, Y14, Y6
+	VFMADD231PS  Y13, Y14, Y7
+	VBROADCASTSS 16(R10), Y14
+	VFMADD231PS  Y12, Y14, Y8
+	VFMADD231PS  Y13, Y14, Y9
+	VBROADCASTSS 20(R10), Y14
+	VFMADD231PS  Y12, Y14, Y10
+	VFMADD231PS  Y13, Y14, Y11
+	ADDQ         DI, R9
+	VPMOVZXWD    (R9), Y12
+	VPSLLD       $0x10, Y12, Y12
+	VPMOVZXWD    16(R9), Y13
+	VPSLLD       $0x10, Y13, Y13
+	VBROADCASTSS 24(R10), Y14
+	VFMADD231PS  Y12, Y14, Y0
+	VFMADD231PS  Y13, Y14, Y1
+	VBROADCASTSS 28(R10), Y14
+	VFMADD231PS  Y12, Y14, Y2
+	VFMADD231PS  Y13, Y14, Y3
+	VBROADCASTSS 32(R10), Y14
+	VFMADD231PS  Y12, Y14, Y4
+	VFMADD231PS  Y13, Y14, Y5
+	VBROADCASTSS 36(R10), Y14
+	VFMADD231PS  Y12, Y14, Y6
+	VFMADD231PS  Y13, Y14, Y7
+	VBROADCASTSS 40(R10), Y14
+	VFMADD231PS  Y12, Y14, Y8
+	VFMADD231PS  Y13, Y14, Y9
+	VBROADCASTSS 44(R10), Y14
+	VFMADD231PS  Y12, Y14, Y10
+	VFMADD231PS  Y13, Y14, Y11
+	ADDQ         DI, R9
+	VPMOVZXWD    (R9), Y12
+	VPSLLD       $0x10, Y12, Y12
+	VPMOVZXWD    16(R9), Y13
+	VPSLLD       $0x10, Y13, Y13
+	VBROADCASTSS 48(R10), Y14
+	VFMADD231PS  Y12, Y14, Y0
+	VFMADD231PS  Y13, Y14, Y1
+	VBROADCASTSS 52(R10), Y14
+	VFMADD231PS  Y12, Y14, Y2
+	VFMADD231PS  Y13, Y14, Y3
+	VBROADCASTSS 56(R10), Y14
+	VFMADD231PS  Y12, Y14, Y4
+	VFMADD231PS  Y13, Y14, Y5
+	VBROADCASTSS 60(R10), Y14
+	VFMADD231PS  Y12, Y14, Y6
+	VFMADD231PS  Y13, Y14, Y7
+	VBROADCASTSS 64(R10), Y14
+	VFMADD231PS  Y12, Y14, Y8
+	VFMADD231PS  Y13, Y14, Y9
+	VBROADCASTSS 68(R10), Y14
+	VFMADD231PS  Y12, Y14, Y10
+	VFMADD231PS  Y13, Y14, Y11
+	ADDQ         DI, R9
+	VPMOVZXWD    (R9), Y12
+	VPSLLD       $0x10, Y12, Y12
+	VPMOVZXWD    16(R9), Y13
+	VPSLLD       $0x10, Y13, Y13
+	VBROADCASTSS 72(R10), Y14
+	VFMADD231PS  Y12, Y14, Y0
+	VFMADD231PS  Y13, Y14, Y1
+	VBROADCASTSS 76(R10), Y14
+	VFMADD231PS  Y12, Y14, Y2
+	VFMADD231PS  Y13, Y14, Y3
+	VBROADCASTSS 80(R10), Y14
+	VFMADD231PS  Y12, Y14, Y4
+	VFMADD231PS  Y13, Y14, Y5
+	VBROADCASTSS 84(R10), Y14
+	VFMADD231PS  Y12, Y14, Y6
+	VFMADD231PS  Y13, Y14, Y7
+	VBROADCASTSS 88(R10), Y14
+	VFMADD231PS  Y12, Y14, Y8
+	VFMADD231PS  Y13, Y14, Y9
+	VBROADCASTSS 92(R10), Y14
+	VFMADD231PS  Y12, Y14, Y10
+	VFMADD231PS  Y13, Y14, Y11
+	ADDQ         DI, R9
+	ADDQ         $0x60, R10
+	SUBQ         $0x04, R12
+	CMPQ         R12, $0x04
+	JGE          vecs2_masked_rows6_steps4
+
+vecs2_masked_rows6_rest:
+	TESTQ R12, R12
+	JZ    vecs2_masked_rows6_store
+
+	// The k loop: a row of B, 6 broadcasts of A, 12 FMAs.
+vecs2_masked_rows6:
+	VPMOVZXWD    (R9), Y12
+	VPSLLD       $0x10, Y12, Y12
+	VPMOVZXWD    16(R9), Y13
+	VPSLLD       $0x10, Y13, Y13
+	VBROADCASTSS (R10), Y14
+	VFMADD231PS  Y12, Y14, Y0
+	VFMADD231PS  Y13, Y14, Y1
+	VBROADCASTSS 4(R10), Y14
+	VFMADD231PS  Y12, Y14, Y2
+	VFMADD231PS  Y13, Y14, Y3
+	VBROADCASTSS 8(R10), Y14
+	VFMADD231PS  Y12, Y14, Y4
+	VFMADD231PS  Y13, Y14, Y5
+	VBROADCASTSS 12(R10), Y14
+	VFMADD231PS  Y12, Y14, Y6
+	VFMADD231PS  Y13, Y14, Y7
+	VBROADCASTSS 16(R10), Y14
+	VFMADD231PS  Y12, Y14, Y8
+	VFMADD231PS  Y13, Y14, Y9
+	VBROADCASTSS 20(R10), Y14
+	VFMADD231PS  Y12, Y14, Y10
+	VFMADD231PS  Y13, Y14, Y11
+	ADDQ         DI, R9
+	ADDQ         $0x18, R10
+	DECQ         R12
+	JNZ          vecs2_masked_rows6
+
+	// Store the tile row by row; cp ends one row past it.
+vecs2_masked_rows6_store:
+	VMOVUPS    Y0, (AX)
+	VMOVDQU    (R11), Y0
+	VMASKMOVPS Y1, Y0, 32(AX)
+	ADDQ       CX, AX
+	VMOVUPS    Y2, (AX)
+	VMOVDQU    (R11), Y0
+	VMASKMOVPS Y3, Y0, 32(AX)
+	ADDQ       CX, AX
+	VMOVUPS    Y4, (AX)
+	VMOVDQU    (R11), Y0
+	VMASKMOVPS Y5, Y0, 32(AX)
+	ADDQ       CX, AX
+	VMOVUPS    Y6, (AX)
+	VMOVDQU    (R11), Y0
+	VMASKMOVPS Y7, Y0, 32(AX)
+	ADDQ       CX, AX
+	VMOVUPS    Y8, (AX)
+	VMOVDQU    (R11), Y0
+	VMASKMOVPS Y9, Y0, 32(AX)
+	ADDQ       CX, AX
+	VMOVUPS    Y10, (AX)
+	VMOVDQU    (R11), Y0
+	VMASKMOVPS Y11, Y0, 32(AX)
+	ADDQ       CX, AX
+	LEAQ       (DX)(SI*2), DX
+	SUBQ       $0x06, R8
+	JMP        vecs2_masked_groups
+
+	// The last rows: 4 of them, if rows%6 has that bit.
+vecs2_masked_tail4:
+	TESTQ $0x00000004, R8
+	JZ    vecs2_masked_tail2
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, R9
+	MOVQ  k+56(FP), R10
+
+	// Tile of 4 rows × 2 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs2_masked_rows4_load
+	VPMOVZXWD    (SI), Y6
+	VPSLLD       $0x10, Y6, Y6
+	VPMOVZXWD    16(SI), Y7
+	VPSLLD       $0x10, Y7, Y7
+	VBROADCASTSS (R9), Y1
+	VMULPS       Y6, Y1, Y0
+	VMULPS       Y7, Y1, Y1
+	VBROADCASTSS 4(R9), Y3
+	VMULPS       Y6, Y3, Y2
+	VMULPS       Y7, Y3, Y3
+	VBROADCASTSS 8(R9), Y5
+	VMULPS       Y6, Y5, Y4
+	VMULPS       Y7, Y5, Y5
+	VBROADCASTSS 12(R9), Y8
+	VMULPS       Y6, Y8, Y6
+	VMULPS       Y7, Y8, Y7
+	ADDQ         DI, SI
+	ADDQ         $0x10, R9
+	DECQ         R10
+	JZ           vecs2_masked_rows4_store
+	JMP          vecs2_masked_rows4_by4
+
+vecs2_masked_rows4_load:
+	MOVQ       AX, R12
+	VMOVUPS    (R12), Y0
+	VMOVDQU    (R11), Y1
+	VMASKMOVPS 32(R12), Y1, Y1
+	ADDQ       CX, R12
+	VMOVUPS    (R12), Y2
+	VMOVDQU    (R11), Y3
+	VMASKMOVPS 32(R12), Y3, Y3
+	ADDQ       CX, R12
+	VMOVUPS    (R12), Y4
+	VMOVDQU    (R11), Y5
+	VMASKMOVPS 32(R12), Y5, Y5
+	ADDQ       CX, R12
+	VMOVUPS    (R12), Y6
+	VMOVDQU    (R11), Y7
+	VMASKMOVPS 32(R12), Y7, Y7
+
+	// 4 steps of k a pass: 4 rows of B, 16 broadcasts of A, 32 FMAs.
+vecs2_masked_rows4_by4:
+	CMPQ R10, $0x04
+	JLT  vecs2_masked_rows4_rest
+
+vecs2_masked_rows4_steps4:
+	VPMOVZXWD    (SI), Y8
+	VPSLLD       $0x10, Y8, Y8
+	VPMOVZXWD    16(SI), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VBROADCASTSS (R9), Y10
+	VFMADD231PS  Y8, Y10, Y0
+	VFMADD231PS  Y9, Y10, Y1
+	VBROADCASTSS 4(R9), Y10
+	VFMADD231PS  Y8, Y10, Y2
+	VFMADD231PS  Y9, Y10, Y3
+	VBROADCASTSS 8(R9), Y10
+	VFMADD231PS  Y8, Y10, Y4
+	VFMADD231PS  Y9, Y10, Y5
+	VBROADCASTSS 12(R9), Y10
+	VFMADD231PS  Y8, Y10, Y6
+	VFMADD231PS  Y9, Y10, Y7
+	ADDQ         DI, SI
+	VPMOVZXWD    (SI), Y8
+	VPSLLD       $0x10, Y8, Y8
+	VPMOVZXWD    16(SI), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VBROADCASTSS 16(R9), Y10
+	VFMADD231PS  Y8, Y10, Y0
+	VFMADD231PS  Y9, Y10, Y1
+	VBROADCASTSS 20(R9), Y10
+	VFMADD231PS  Y8, Y10, Y2
+	VFMADD231PS  Y9, Y10, Y3
+	VBROADCASTSS 24(R9), Y10
+	VFMADD231PS  Y8, Y10, Y4
+	VFMADD231PS  Y9, Y10, Y5
+	VBROADCASTSS 28(R9), Y10
+	VFMADD231PS  Y8, Y10, Y6
+	VFMADD231PS  Y9, Y10, Y7
+	ADDQ         DI, SI
+	VPMOVZXWD    (SI), Y8
+	VPSLLD       $0x10, Y8, Y8
+	VPMOVZXWD    16(SI), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VBROADCASTSS 32(R9), Y10
+	VFMADD231PS  Y8, Y10, Y0
+	VFMADD231PS  Y9, Y10, Y1
+	VBROADCASTSS 36(R9), Y10
+	VFMADD231PS  Y8, Y10, Y2
+	VFMADD231PS  Y9, Y10, Y3
+	VBROADCASTSS 40(R9), Y10
+	VFMADD231PS  Y8, Y10, Y4
+	VFMADD231PS  Y9, Y10, Y5
+	VBROADCASTSS 44(R9), Y10
+	VFMADD231PS  Y8, Y10, Y6
+	VFMADD231PS  Y9, Y10, Y7
+	ADDQ         DI, SI
+	VPMOVZXWD    (SI), Y8
+	VPSLLD       $0x10, Y8, Y8
+	VPMOVZXWD    16(SI), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VBROADCASTSS 48(R9), Y10
+	VFMADD231PS  Y8, Y10, Y0
+	VFMADD231PS  Y9, Y10, Y1
+	VBROADCASTSS 52(R9), Y10
+	VFMADD231PS  Y8, Y10, Y2
+	VFMADD231PS  Y9, Y10, Y3
+	VBROADCASTSS 56(R9), Y10
+	VFMADD231PS  Y8, Y10, Y4
+	VFMADD231PS  Y9, Y10, Y5
+	VBROADCASTSS 60(R9), Y10
+	VFMADD231PS  Y8, Y10, Y6
+	VFMADD231PS  Y9, Y10, Y7
+	ADDQ         DI, SI
+	ADDQ         $0x40, R9
+	SUBQ         $0x04, R10
+	CMPQ         R10, $0x04
+	JGE          vecs2_masked_rows4_steps4
+
+vecs2_masked_rows4_rest:
+	TESTQ R10, R10
+	JZ    vecs2_masked_rows4_store
+
+	// The k loop: a row of B, 4 broadcasts of A, 8 FMAs.
+vecs2_masked_rows4:
+	VPMOVZXWD    (SI), Y8
+	VPSLLD       $0x10, Y8, Y8
+	VPMOVZXWD    16(SI), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VBROADCASTSS (R9), Y10
+	VFMADD231PS  Y8, Y10, Y0
+	VFMADD231PS  Y9, Y10, Y1
+	VBROADCASTSS 4(R9), Y10
+	VFMADD231PS  Y8, Y10, Y2
+	VFMADD231PS  Y9, Y10, Y3
+	VBROADCASTSS 8(R9), Y10
+	VFMADD231PS  Y8, Y10, Y4
+	VFMADD231PS  Y9, Y10, Y5
+	VBROADCASTSS 12(R9), Y10
+	VFMADD231PS  Y8, Y10, Y6
+	VFMADD231PS  Y9, Y10, Y7
+	ADDQ         DI, SI
+	ADDQ         $0x10, R9
+	DECQ         R10
+	JNZ          vecs2_masked_rows4
+
+	// Store the tile row by row; cp ends one row past it.
+vecs2_masked_rows4_store:
+	VMOVUPS    Y0, (AX)
+	VMOVDQU    (R11), Y0
+	VMASKMOVPS Y1, Y0, 32(AX)
+	ADDQ       CX, AX
+	VMOVUPS    Y2, (AX)
+	VMOVDQU    (R11), Y0
+	VMASKMOVPS Y3, Y0, 32(AX)
+	ADDQ       CX, AX
+	VMOVUPS    Y4, (AX)
+	VMOVDQU    (R11), Y0
+	VMASKMOVPS Y5, Y0, 32(AX)
+	ADDQ       CX, AX
+	VMOVUPS    Y6, (AX)
+	VMOVDQU    (R11), Y0
+	VMASKMOVPS Y7, Y0, 32(AX)
+	ADDQ       CX, AX
+	LEAQ       (DX)(BX*4), DX
+
+	// The last rows: 2 of them, if rows%6 has that bit.
+vecs2_masked_tail2:
+	TESTQ $0x00000002, R8
+	JZ    vecs2_masked_tail1
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, R9
+	MOVQ  k+56(FP), R10
+
+	// Tile of 2 rows × 2 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs2_masked_rows2_load
+	VPMOVZXWD    (SI), Y2
+	VPSLLD       $0x10, Y2, Y2
+	VPMOVZXWD    16(SI), Y3
+	VPSLLD       $0x10, Y3, Y3
+	VBROADCASTSS (R9), Y1
+	VMULPS       Y2, Y1, Y0
+	VMULPS       Y3, Y1, Y1
+	VBROADCASTSS 4(R9), Y4
+	VMULPS       Y2, Y4, Y2
+	VMULPS       Y3, Y4, Y3
+	ADDQ         DI, SI
+	ADDQ         $0x08, R9
+	DECQ         R10
+	JZ           vecs2_masked_rows2_store
+	JMP          vecs2_masked_rows2_by4
+
+vecs2_masked_rows2_load:
+	MOVQ       AX, R12
+	VMOVUPS    (R12), Y0
+	VMOVDQU    (R11), Y1
+	VMASKMOVPS 32(R12), Y1, Y1
+	ADDQ       CX, R12
+	VMOVUPS    (R12), Y2
+	VMOVDQU    (R11), Y3
+	VMASKMOVPS 32(R12), Y3, Y3
+
+	// 4 steps of k a pass: 4 rows of B, 8 broadcasts of A, 16 FMAs.
+vecs2_masked_rows2_by4:
+	CMPQ R10, $0x04
+	JLT  vecs2_masked_rows2_rest
+
+vecs2_masked_rows2_steps4:
+	VPMOVZXWD    (SI), Y4
+	VPSLLD       $0x10, Y4, Y4
+	VPMOVZXWD    16(SI), Y5
+	VPSLLD       $0x10, Y5, Y5
+	VBROADCASTSS (R9), Y6
+	VFMADD231PS  Y4, Y6, Y0
+	VFMADD231PS  Y5, Y6, Y1
+	VBROADCASTSS 4(R9), Y6
+	VFMADD231PS  Y4, Y6, Y2
+	VFMADD231PS  Y5, Y6, Y3
+	ADDQ         DI, SI
+	VPMOVZXWD    (SI), Y4
+	VPSLLD       $0x10, Y4, Y4
+	VPMOVZXWD    16(SI), Y5
+	VPSLLD       $0x10, Y5, Y5
+	VBROADCASTSS 8(R9), Y6
+	VFMADD231PS  Y4, Y6, Y0
+	VFMADD231PS  Y5, Y6, Y1
+	VBROADCASTSS 12(R9), Y6
+	VFMADD231PS  Y4, Y6, Y2
+	VFMADD231PS  Y5, Y6, Y3
+	ADDQ         DI, SI
+	VPMOVZXWD    (SI), Y4
+	VPSLLD       $0x10, Y4, Y4
+	VPMOVZXWD    16(SI), Y5
+	VPSLLD       $0x10, Y5, Y5
+	VBROADCASTSS 16(R9), Y6
+	VFMADD231PS  Y4, Y6, Y0
+	VFMADD231PS  Y5, Y6, Y1
+	VBROADCASTSS 20(R9), Y6
+	VFMADD231PS  Y4, Y6, Y2
+	VFMADD231PS  Y5, Y6, Y3
+	ADDQ         DI, SI
+	VPMOVZXWD    (SI), Y4
+	VPSLLD       $0x10, Y4, Y4
+	VPMOVZXWD    16(SI), Y5
+	VPSLLD       $0x10, Y5, Y5
+	VBROADCASTSS 24(R9), Y6
+	VFMADD231PS  Y4, Y6, Y0
+	VFMADD231PS  Y5, Y6, Y1
+	VBROADCASTSS 28(R9), Y6
+	VFMADD231PS  Y4, Y6, Y2
+	VFMADD231PS  Y5, Y6, Y3
+	ADDQ         DI, SI
+	ADDQ         $0x20, R9
+	SUBQ         $0x04, R10
+	CMPQ         R10, $0x04
+	JGE          vecs2_masked_rows2_steps4
+
+vecs2_masked_rows2_rest:
+	TESTQ R10, R10
+	JZ    vecs2_masked_rows2_store
+
+	// The k loop: a row of B, 2 broadcasts of A, 4 FMAs.
+vecs2_masked_rows2:
+	VPMOVZXWD    (SI), Y4
+	VPSLLD       $0x10, Y4, Y4
+	VPMOVZXWD    16(SI), Y5
+	VPSLLD       $0x10, Y5, Y5
+	VBROADCASTSS (R9), Y6
+	VFMADD231PS  Y4, Y6, Y0
+	VFMADD231PS  Y5, Y6, Y1
+	VBROADCASTSS 4(R9), Y6
+	VFMADD231PS  Y4, Y6, Y2
+	VFMADD231PS  Y5, Y6, Y3
+	ADDQ         DI, SI
+	ADDQ         $0x08, R9
+	DECQ         R10
+	JNZ          vecs2_masked_rows2
+
+	// Store the tile row by row; cp ends one row past it.
+vecs2_masked_rows2_store:
+	VMOVUPS    Y0, (AX)
+	VMOVDQU    (R11), Y0
+	VMASKMOVPS Y1, Y0, 32(AX)
+	ADDQ       CX, AX
+	VMOVUPS    Y2, (AX)
+	VMOVDQU    (R11), Y0
+	VMASKMOVPS Y3, Y0, 32(AX)
+	ADDQ       CX, AX
+	LEAQ       (DX)(BX*2), DX
+
+	// The last rows: 1 of them, if rows%6 has that bit.
+vecs2_masked_tail1:
+	TESTQ $0x00000001, R8
+	JZ    vecs2_masked_done
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, R8
+	MOVQ  k+56(FP), R9
+
+	// Tile of 1 rows × 2 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs2_masked_rows1_load
+	VPMOVZXWD    (SI), Y0
+	VPSLLD       $0x10, Y0, Y0
+	VPMOVZXWD    16(SI), Y1
+	VPSLLD       $0x10, Y1, Y1
+	VBROADCASTSS (R8), Y2
+	VMULPS       Y0, Y2, Y0
+	VMULPS       Y1, Y2, Y1
+	ADDQ         DI, SI
+	ADDQ         $0x04, R8
+	DECQ         R9
+	JZ           vecs2_masked_rows1_store
+	JMP          vecs2_masked_rows1_by4
+
+vecs2_masked_rows1_load:
+	MOVQ       AX, R10
+	VMOVUPS    (R10), Y0
+	VMOVDQU    (R11), Y1
+	VMASKMOVPS 32(R10), Y1, Y1
+
+	// 4 steps of k a pass: 4 rows of B, 4 broadcasts of A, 8 FMAs.
+vecs2_masked_rows1_by4:
+	CMPQ R9, $0x04
+	JLT  vecs2_masked_rows1_rest
+
+vecs2_masked_rows1_steps4:
+	VPMOVZXWD    (SI), Y2
+	VPSLLD       $0x10, Y2, Y2
+	VPMOVZXWD    16(SI), Y3
+	VPSLLD       $0x10, Y3, Y3
+	VBROADCASTSS (R8), Y4
+	VFMADD231PS  Y2, Y4, Y0
+	VFMADD231PS  Y3, Y4, Y1
+	ADDQ         DI, SI
+	VPMOVZXWD    (SI), Y2
+	VPSLLD       $0x10, Y2, Y2
+	VPMOVZXWD    16(SI), Y3
+	VPSLLD       $0x10, Y3, Y3
+	VBROADCASTSS 4(R8), Y4
+	VFMADD231PS  Y2, Y4, Y0
+	VFMADD231PS  Y3, Y4, Y1
+	ADDQ         DI, SI
+	VPMOVZXWD    (SI), Y2
+	VPSLLD       $0x10, Y2, Y2
+	VPMOVZXWD    16(SI), Y3
+	VPSLLD       $0x10, Y3, Y3
+	VBROADCASTSS 8(R8), Y4
+	VFMADD231PS  Y2, Y4, Y0
+	VFMADD231PS  Y3, Y4, Y1
+	ADDQ         DI, SI
+	VPMOVZXWD    (SI), Y2
+	VPSLLD       $0x10, Y2, Y2
+	VPMOVZXWD    16(SI), Y3
+	VPSLLD       $0x10, Y3, Y3
+	VBROADCASTSS 12(R8), Y4
+	VFMADD231PS  Y2, Y4, Y0
+	VFMADD231PS  Y3, Y4, Y1
+	ADDQ         DI, SI
+	ADDQ         $0x10, R8
+	SUBQ         $0x04, R9
+	CMPQ         R9, $0x04
+	JGE          vecs2_masked_rows1_steps4
+
+vecs2_masked_rows1_rest:
+	TESTQ R9, R9
+	JZ    vecs2_masked_rows1_store
+
+	// The k loop: a row of B, 1 broadcasts of A, 2 FMAs.
+vecs2_masked_rows1:
+	VPMOVZXWD    (SI), Y2
+	VPSLLD       $0x10, Y2, Y2
+	VPMOVZXWD    16(SI), Y3
+	VPSLLD       $0x10, Y3, Y3
+	VBROADCASTSS (R8), Y4
+	VFMADD231PS  Y2, Y4, Y0
+	VFMADD231PS  Y3, Y4, Y1
+	ADDQ         DI, SI
+	ADDQ         $0x04, R8
+	DECQ         R9
+	JNZ          vecs2_masked_rows1
+
+	// Store the tile row by row; cp ends one row past it.
+vecs2_masked_rows1_store:
+	VMOVUPS    Y0, (AX)
+	VMOVDQU    (R11), Y0
+	VMASKMOVPS Y1, Y0, 32(AX)
+	ADDQ       CX, AX
+	ADDQ       BX, DX
+
+vecs2_masked_done:
+	VZEROUPPER
+	RET
+
+	// Panel of 1 vectors, the last one masked.
+vecs1_masked:
+	// Groups of 6 rows.
+vecs1_masked_groups:
+	CMPQ R8, $0x06
+	JLT  vecs1_masked_tail4
+	MOVQ b+32(FP), R9
+	MOVQ DX, R10
+	MOVQ k+56(FP), R12
+
+	// Tile of 6 rows × 1 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs1_masked_rows6_load
+	VPMOVZXWD    (R9), Y5
+	VPSLLD       $0x10, Y5, Y5
+	VBROADCASTSS (R10), Y0
+	VMULPS       Y5, Y0, Y0
+	VBROADCASTSS 4(R10), Y1
+	VMULPS       Y5, Y1, Y1
+	VBROADCASTSS 8(R10), Y2
+	VMULPS       Y5, Y2, Y2
+	VBROADCASTSS 12(R10), Y3
+	VMULPS       Y5, Y3, Y3
+	VBROADCASTSS 16(R10), Y4
+	VMULPS       Y5, Y4, Y4
+	VBROADCASTSS 20(R10), Y6
+	VMULPS       Y5, Y6, Y5
+	ADDQ         DI, R9
+	ADDQ         $0x18, R10
+	DECQ         R12
+	JZ           vecs1_masked_rows6_store
+	JMP          vecs1_masked_rows6_by4
+
+vecs1_masked_rows6_load:
+	MOVQ       AX, R13
+	VMOVDQU    (R11), Y0
+	VMASKMOVPS (R13), Y0, Y0
+	ADDQ       CX, R13
+	VMOVDQU    (R11), Y1
+	VMASKMOVPS (R13), Y1, Y1
+	ADDQ       CX, R13
+	VMOVDQU    (R11), Y2
+	VMASKMOVPS (R13), Y2, Y2
+	ADDQ       CX, R13
+	VMOVDQU    (R11), Y3
+	VMASKMOVPS (R13), Y3, Y3
+	ADDQ       CX, R13
+	VMOVDQU    (R11), Y4
+	VMASKMOVPS (R13), Y4, Y4
+	ADDQ       CX, R13
+	VMOVDQU    (R11), Y5
+	VMASKMOVPS (R13), Y5, Y5
+
+	// 4 steps of k a pass: 4 rows of B, 24 broadcasts of A, 24 FMAs.
+vecs1_masked_rows6_by4:
+	CMPQ R12, $0x04
+	JLT  vecs1_masked_rows6_rest
+
+vecs1_masked_rows6_steps4:
+	VPMOVZXWD    (R9), Y6
+	VPSLLD       $0x10, Y6, Y6
+	VBROADCASTSS (R10), Y7
+	VFMADD231PS  Y6, Y7, Y0
+	VBROADCASTSS 4(R10), Y7
+	VFMADD231PS  Y6, Y7, Y1
+	VBROADCASTSS 8(R10), Y7
+	VFMADD231PS  Y6, Y7, Y2
+	VBROADCASTSS 12(R10), Y7
+	VFMADD231PS  Y6, Y7, Y3
+	VBROADCASTSS 16(R10), Y7
+	VFMADD231PS  Y6, Y7, Y4
+	VBROADCASTSS 20(R10), Y7
+	VFMADD231PS  Y6, Y7, Y5
+	ADDQ         DI, R9
+	VPMOVZXWD    (R9), Y6
+	VPSLLD       $0x10, Y6, Y6
+	VBROADCASTSS 24(R10), Y7
+	VFMADD231PS  Y6, Y7, Y0
+	VBROADCASTSS 28(R10), Y7
+	VFMADD231PS  Y6, Y7, Y1
+	VBROADCASTSS 32(R10), Y7
+	VFMADD231PS  Y6, Y7, Y2
+	VBROADCASTSS 36(R10), Y7
+	VFMADD231PS  Y6, Y7, Y3
+	VBROADCASTSS 40(R10), Y7
+	VFMADD231PS  Y6, Y7, Y4
+	VBROADCASTSS 44(R10), Y7
+	VFMADD231PS  Y6, Y7, Y5
+	ADDQ         DI, R9
+	VPMOVZXWD    (R9), Y6
+	VPSLLD       $0x10, Y6, Y6
+	VBROADCASTSS 48(R10), Y7
+	VFMADD231PS  Y6, Y7, Y0
+	VBROADCASTSS 52(R10), Y7
+	VFMADD231PS  Y6, Y7, Y1
+	VBROADCASTSS 56(R10), Y7
+	VFMADD231PS  Y6, Y7, Y2
+	VBROADCASTSS 60(R10), Y7
+	VFMADD231PS  Y6, Y7, Y3
+	VBROADCASTSS 64(R10), Y7
+	VFMADD231PS  Y6, Y7, Y4
+	VBROADCASTSS 68(R10), Y7
+	VFMADD231PS  Y6, Y7, Y5
+	ADDQ         DI, R9
+	VPMOVZXWD    (R9), Y6
+	VPSLLD       $0x10, Y6, Y6
+	VBROADCASTSS 72(R10), Y7
+	VFMADD231PS  Y6, Y7, Y0
+	VBROADCASTSS 76(R10), Y7
+	VFMADD231PS  Y6, Y7, Y1
+	VBROADCASTSS 80(R10), Y7
+	VFMADD231PS  Y6, Y7, Y2
+	VBROADCASTSS 84(R10), Y7
+	VFMADD231PS  Y6, Y7, Y3
+	VBROADCASTSS 88(R10), Y7
+	VFMADD231PS  Y6, Y7, Y4
+	VBROADCASTSS 92(R10), Y7
+	VFMADD231PS  Y6, Y7, Y5
+	ADDQ         DI, R9
+	ADDQ         $0x60, R10
+	SUBQ         $0x04, R12
+	CMPQ         R12, $0x04
+	JGE          vecs1_masked_rows6_steps4
+
+vecs1_masked_rows6_rest:
+	TESTQ R12, R12
+	JZ    vecs1_masked_rows6_store
+
+	// The k loop: a row of B, 6 broadcasts of A, 6 FMAs.
+vecs1_masked_rows6:
+	VPMOVZXWD    (R9), Y6
+	VPSLLD       $0x10, Y6, Y6
+	VBROADCASTSS (R10), Y7
+	VFMADD231PS  Y6, Y7, Y0
+	VBROADCASTSS 4(R10), Y7
+	VFMADD231PS  Y6, Y7, Y1
+	VBROADCASTSS 8(R10), Y7
+	VFMADD231PS  Y6, Y7, Y2
+	VBROADCASTSS 12(R10), Y7
+	VFMADD231PS  Y6, Y7, Y3
+	VBROADCASTSS 16(R10), Y7
+	VFMADD231PS  Y6, Y7, Y4
+	VBROADCASTSS 20(R10), Y7
+	VFMADD231PS  Y6, Y7, Y5
+	ADDQ         DI, R9
+	ADDQ         $0x18, R10
+	DECQ         R12
+	JNZ          vecs1_masked_rows6
+
+	// Store the tile row by row; cp ends one row past it.
+vecs1_masked_rows6_store:
+	VMOVDQU    (R11), Y6
+	VMASKMOVPS Y0, Y6, (AX)
+	ADDQ       CX, AX
+	VMOVDQU    (R11), Y0
+	VMASKMOVPS Y1, Y0, (AX)
+	ADDQ       CX, AX
+	VMOVDQU    (R11), Y0
+	VMASKMOVPS Y2, Y0, (AX)
+	ADDQ       CX, AX
+	VMOVDQU    (R11), Y0
+	VMASKMOVPS Y3, Y0, (AX)
+	ADDQ       CX, AX
+	VMOVDQU    (R11), Y0
+	VMASKMOVPS Y4, Y0, (AX)
+	ADDQ       CX, AX
+	VMOVDQU    (R11), Y0
+	VMASKMOVPS Y5, Y0, (AX)
+	ADDQ       CX, AX
+	LEAQ       (DX)(SI*2), DX
+	SUBQ       $0x06, R8
+	JMP        vecs1_masked_groups
+
+	// The last rows: 4 of them, if rows%6 has that bit.
+vecs1_masked_tail4:
+	TESTQ $0x00000004, R8
+	JZ    vecs1_masked_tail2
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, R9
+	MOVQ  k+56(FP), R10
+
+	// Tile of 4 rows × 1 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs1_masked_rows4_load
+	VPMOVZXWD    (SI), Y3
+	VPSLLD       $0x10, Y3, Y3
+	VBROADCASTSS (R9), Y0
+	VMULPS       Y3, Y0, Y0
+	VBROADCASTSS 4(R9), Y1
+	VMULPS       Y3, Y1, Y1
+	VBROADCASTSS 8(R9), Y2
+	VMULPS       Y3, Y2, Y2
+	VBROADCASTSS 12(R9), Y4
+	VMULPS       Y3, Y4, Y3
+	ADDQ         DI, SI
+	ADDQ         $0x10, R9
+	DECQ         R10
+	JZ           vecs1_masked_rows4_store
+	JMP          vecs1_masked_rows4_by4
+
+vecs1_masked_rows4_load:
+	MOVQ       AX, R12
+	VMOVDQU    (R11), Y0
+	VMASKMOVPS (R12), Y0, Y0
+	ADDQ       CX, R12
+	VMOVDQU    (R11), Y1
+	VMASKMOVPS (R12), Y1, Y1
+	ADDQ       CX, R12
+	VMOVDQU    (R11), Y2
+	VMASKMOVPS (R12), Y2, Y2
+	ADDQ       CX, R12
+	VMOVDQU    (R11), Y3
+	VMASKMOVPS (R12), Y3, Y3
+
+	// 4 steps of k a pass: 4 rows of B, 16 broadcasts of A, 16 FMAs.
+vecs1_masked_rows4_by4:
+	CMPQ R10, $0x04
+	JLT  vecs1_masked_rows4_rest
+
+vecs1_masked_rows4_steps4:
+	VPMOVZXWD    (SI), Y4
+	VPSLLD       $0x10, Y4, Y4
+	VBROADCASTSS (R9), Y5
+	VFMADD231PS  Y4, Y5, Y0
+	VBROADCASTSS 4(R9), Y5
+	VFMADD231PS  Y4, Y5, Y1
+	VBROADCASTSS 8(R9), Y5
+	VFMADD231PS  Y4, Y5, Y2
+	VBROADCASTSS 12(R9), Y5
+	VFMADD231PS  Y4, Y5, Y3
+	ADDQ         DI, SI
+	VPMOVZXWD    (SI), Y4
+	VPSLLD       $0x10, Y4, Y4
+	VBROADCASTSS 16(R9), Y5
+	VFMADD231PS  Y4, Y5, Y0
+	VBROADCASTSS 20(R9), Y5
+	VFMADD231PS  Y4, Y5, Y1
+	VBROADCASTSS 24(R9), Y5
+	VFMADD231PS  Y4, Y5, Y2
+	VBROADCASTSS 28(R9), Y5
+	VFMADD231PS  Y4, Y5, Y3
+	ADDQ         DI, SI
+	VPMOVZXWD    (SI), Y4
+	VPSLLD       $0x10, Y4, Y4
+	VBROADCASTSS 32(R9), Y5
+	VFMADD231PS  Y4, Y5, Y0
+	VBROADCASTSS 36(R9), Y5
+	VFMADD231PS  Y4, Y5, Y1
+	VBROADCASTSS 40(R9), Y5
+	VFMADD231PS  Y4, Y5, Y2
+	VBROADCASTSS 44(R9), Y5
+	VFMADD231PS  Y4, Y5, Y3
+	ADDQ         DI, SI
+	VPMOVZXWD    (SI), Y4
+	VPSLLD       $0x10, Y4, Y4
+	VBROADCASTSS 48(R9), Y5
+	VFMADD231PS  Y4, Y5, Y0
+	VBROADCASTSS 52(R9), Y5
+	VFMADD231PS  Y4, Y5, Y1
+	VBROADCASTSS 56(R9), Y5
+	VFMADD231PS  Y4, Y5, Y2
+	VBROADCASTSS 60(R9), Y5
+	VFMADD231PS  Y4, Y5, Y3
+	ADDQ         DI, SI
+	ADDQ         $0x40, R9
+	SUBQ         $0x04, R10
+	CMPQ         R10, $0x04
+	JGE          vecs1_masked_rows4_steps4
+
+vecs1_masked_rows4_rest:
+	TESTQ R10, R10
+	JZ    vecs1_masked_rows4_store
+
+	// The k loop: a row of B, 4 broadcasts of A, 4 FMAs.
+vecs1_masked_rows4:
+	VPMOVZXWD    (SI), Y4
+	VPSLLD       $0x10, Y4, Y4
+	VBROADCASTSS (R9), Y5
+	VFMADD231PS  Y4, Y5, Y0
+	VBROADCASTSS 4(R9), Y5
+	VFMADD231PS  Y4, Y5, Y1
+	VBROADCASTSS 8(R9), Y5
+	VFMADD231PS  Y4, Y5, Y2
+	VBROADCASTSS 12(R9), Y5
+	VFMADD231PS  Y4, Y5, Y3
+	ADDQ         DI, SI
+	ADDQ         $0x10, R9
+	DECQ         R10
+	JNZ          vecs1_masked_rows4
+
+	// Store the tile row by row; cp ends one row past it.
+vecs1_masked_rows4_store:
+	VMOVDQU    (R11), Y4
+	VMASKMOVPS Y0, Y4, (AX)
+	ADDQ       CX, AX
+	VMOVDQU    (R11), Y0
+	VMASKMOVPS Y1, Y0, (AX)
+	ADDQ       CX, AX
+	VMOVDQU    (R11), Y0
+	VMASKMOVPS Y2, Y0, (AX)
+	ADDQ       CX, AX
+	VMOVDQU    (R11), Y0
+	VMASKMOVPS Y3, Y0, (AX)
+	ADDQ       CX, AX
+	LEAQ       (DX)(BX*4), DX
+
+	// The last rows: 2 of them, if rows%6 has that bit.
+vecs1_masked_tail2:
+	TESTQ $0x00000002, R8
+	JZ    vecs1_masked_tail1
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, R9
+	MOVQ  k+56(FP), R10
+
+	// Tile of 2 rows × 1 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs1_masked_rows2_load
+	VPMOVZXWD    (SI), Y1
+	VPSLLD       $0x10, Y1, Y1
+	VBROADCASTSS (R9), Y0
+	VMULPS       Y1, Y0, Y0
+	VBROADCASTSS 4(R9), Y2
+	VMULPS       Y1, Y2, Y1
+	ADDQ         DI, SI
+	ADDQ         $0x08, R9
+	DECQ         R10
+	JZ           vecs1_masked_rows2_store
+	JMP          vecs1_masked_rows2_by4
+
+vecs1_masked_rows2_load:
+	MOVQ       AX, R12
+	VMOVDQU    (R11), Y0
+	VMASKMOVPS (R12), Y0, Y0
+	ADDQ       CX, R12
+	VMOVDQU    (R11), Y1
+	VMASKMOVPS (R12), Y1, Y1
+
+	// 4 steps of k a pass: 4 rows of B, 8 broadcasts of A, 8 FMAs.
+vecs1_masked_rows2_by4:
+	CMPQ R10, $0x04
+	JLT  vecs1_masked_rows2_rest
+
+vecs1_masked_rows2_steps4:
+	VPMOVZXWD    (SI), Y2
+	VPSLLD       $0x10, Y2, Y2
+	VBROADCASTSS (R9), Y3
+	VFMADD231PS  Y2, Y3, Y0
+	VBROADCASTSS 4(R9), Y3
+	VFMADD231PS  Y2, Y3, Y1
+	ADDQ         DI, SI
+	VPMOVZXWD    (SI), Y2
+	VPSLLD       $0x10, Y2, Y2
+	VBROADCASTSS 8(R9), Y3
+	VFMADD231PS  Y2, Y3, Y0
+	VBROADCASTSS 12(R9), Y3
+	VFMADD231PS  Y2, Y3, Y1
+	ADDQ         DI, SI
+	VPMOVZXWD    (SI), Y2
+	VPSLLD       $0x10, Y2, Y2
+	VBROADCASTSS 16(R9), Y3
+	VFMADD231PS  Y2, Y3, Y0
+	VBROADCASTSS 20(R9), Y3
+	VFMADD231PS  Y2, Y3, Y1
+	ADDQ         DI, SI
+	VPMOVZXWD    (SI), Y2
+	VPSLLD       $0x10, Y2, Y2
+	VBROADCASTSS 24(R9), Y3
+	VFMADD231PS  Y2, Y3, Y0
+	VBROADCASTSS 28(R9), Y3
+	VFMADD231PS  Y2, Y3, Y1
+	ADDQ         DI, SI
+	ADDQ         $0x20, R9
+	SUBQ         $0x04, R10
+	CMPQ         R10, $0x04
+	JGE          vecs1_masked_rows2_steps4
+
+vecs1_masked_rows2_rest:
+	TESTQ R10, R10
+	JZ    vecs1_masked_rows2_store
+
+	// The k loop: a row of B, 2 broadcasts of A, 2 FMAs.
+vecs1_masked_rows2:
+	VPMOVZXWD    (SI), Y2
+	VPSLLD       $0x10, Y2, Y2
+	VBROADCASTSS (R9), Y3
+	VFMADD231PS  Y2, Y3, Y0
+	VBROADCASTSS 4(R9), Y3
+	VFMADD231PS  Y2, Y3, Y1
+	ADDQ         DI, SI
+	ADDQ         $0x08, R9
+	DECQ         R10
+	JNZ          vecs1_masked_rows2
+
+	// Store the tile row by row; cp ends one row past it.
+vecs1_masked_rows2_store:
+	VMOVDQU    (R11), Y2
+	VMASKMOVPS Y0, Y2, (AX)
+	ADDQ       CX, AX
+	VMOVDQU    (R11), Y0
+	VMASKMOVPS Y1, Y0, (AX)
+	ADDQ       CX, AX
+	LEAQ       (DX)(BX*2), DX
+
+	// The last rows: 1 of them, if rows%6 has that bit.
+vecs1_masked_tail1:
+	TESTQ $0x00000001, R8
+	JZ    vecs1_masked_done
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, R8
+	MOVQ  k+56(FP), R9
+
+	// Tile of 1 rows × 1 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs1_masked_rows1_load
+	VPMOVZXWD    (SI), Y0
+	VPSLLD       $0x10, Y0, Y0
+	VBROADCASTSS (R8), Y1
+	VMULPS       Y0, Y1, Y0
+	ADDQ         DI, SI
+	ADDQ         $0x04, R8
+	DECQ         R9
+	JZ           vecs1_masked_rows1_store
+	JMP          vecs1_masked_rows1_by4
+
+vecs1_masked_rows1_load:
+	MOVQ       AX, R10
+	VMOVDQU    (R11), Y0
+	VMASKMOVPS (R10), Y0, Y0
+
+	// 4 steps of k a pass: 4 rows of B, 4 broadcasts of A, 4 FMAs.
+vecs1_masked_rows1_by4:
+	CMPQ R9, $0x04
+	JLT  vecs1_masked_rows1_rest
+
+vecs1_masked_rows1_steps4:
+	VPMOVZXWD    (SI), Y1
+	VPSLLD       $0x10, Y1, Y1
+	VBROADCASTSS (R8), Y2
+	VFMADD231PS  Y1, Y2, Y0
+	ADDQ         DI, SI
+	VPMOVZXWD    (SI), Y1
+	VPSLLD       $0x10, Y1, Y1
+	VBROADCASTSS 4(R8), Y2
+	VFMADD231PS  Y1, Y2, Y0
+	ADDQ         DI, SI
+	VPMOVZXWD    (SI), Y1
+	VPSLLD       $0x10, Y1, Y1
+	VBROADCASTSS 8(R8), Y2
+	VFMADD231PS  Y1, Y2, Y0
+	ADDQ         DI, SI
+	VPMOVZXWD    (SI), Y1
+	VPSLLD       $0x10, Y1, Y1
+	VBROADCASTSS 12(R8), Y2
+	VFMADD231PS  Y1, Y2, Y0
+	ADDQ         DI, SI
+	ADDQ         $0x10, R8
+	SUBQ         $0x04, R9
+	CMPQ         R9, $0x04
+	JGE          vecs1_masked_rows1_steps4
+
+vecs1_masked_rows1_rest:
+	TESTQ R9, R9
+	JZ    vecs1_masked_rows1_store
+
+	// The k loop: a row of B, 1 broadcasts of A, 1 FMAs.
+vecs1_masked_rows1:
+	VPMOVZXWD    (SI), Y1
+	VPSLLD       $0x10, Y1, Y1
+	VBROADCASTSS (R8), Y2
+	VFMADD231PS  Y1, Y2, Y0
+	ADDQ         DI, SI
+	ADDQ         $0x04, R8
+	DECQ         R9
+	JNZ          vecs1_masked_rows1
+
+	// Store the tile row by row; cp ends one row past it.
+vecs1_masked_rows1_store:
+	VMOVDQU    (R11), Y1
+	VMASKMOVPS Y0, Y1, (AX)
+	ADDQ       CX, AX
+	ADDQ       BX, DX
+
+vecs1_masked_done:
+	VZEROUPPER
+	RET
+
+// func GemmWPairsPackedAVX2(c *float32, ldc int, a *float32, lda int, b *uint32, ldb int, m int, k int, nv int, tail int, acc int)
+// Requires: AVX, AVX2, FMA3
+TEXT ·GemmWPairsPackedAVX2(SB), NOSPLIT, $0-88
+	MOVQ c+0(FP), AX
+	MOVQ ldc+8(FP), CX
+	SHLQ $0x02, CX
+	MOVQ a+16(FP), DX
+	MOVQ lda+24(FP), BX
+	SHLQ $0x02, BX
+	LEAQ (BX)(BX*2), SI
+	LEAQ (BX)(BX*4), DI
+	MOVQ ldb+40(FP), DI
+	SHLQ $0x02, DI
+	MOVQ m+48(FP), R8
+	MOVQ tail+72(FP), R9
+	MOVQ $0x00000008, R10
+	SUBQ R9, R10
+	LEAQ constsAVX2<>+1568(SB), R11
+	LEAQ (R11)(R10*4), R11
+	MOVQ nv+64(FP), R10
+	CMPQ R9, $0x08
+	JNE  tail_masked
+	CMPQ R10, $0x02
+	JEQ  vecs2_whole
+	CMPQ R10, $0x01
+	JEQ  vecs1_whole
+	VZEROUPPER
+	RET
+
+tail_masked:
+	CMPQ R10, $0x02
+	JEQ  vecs2_masked
+	CMPQ R10, $0x01
+	JEQ  vecs1_masked
+	VZEROUPPER
+	RET
+
+	// Panel of 2 vectors, the last one whole.
+vecs2_whole:
+	// Groups of 6 rows.
+vecs2_whole_groups:
+	CMPQ R8, $0x06
+	JLT  vecs2_whole_tail4
+	MOVQ b+32(FP), R9
+	MOVQ DX, R10
+	MOVQ k+56(FP), R11
+
+	// Tile of 6 rows × 2 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs2_whole_rows6_load
+	VMOVUPS      (R9), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VMOVUPS      32(R9), Y11
+	VPSLLD       $0x10, Y11, Y11
+	VBROADCASTSS (R10), Y1
+	VMULPS       Y10, Y1, Y0
+	VMULPS       Y11, Y1, Y1
+	VBROADCASTSS 4(R10), Y3
+	VMULPS       Y10, Y3, Y2
+	VMULPS       Y11, Y3, Y3
+	VBROADCASTSS 8(R10), Y5
+	VMULPS       Y10, Y5, Y4
+	VMULPS       Y11, Y5, Y5
+	VBROADCASTSS 12(R10), Y7
+	VMULPS       Y10, Y7, Y6
+	VMULPS       Y11, Y7, Y7
+	VBROADCASTSS 16(R10), Y9
+	VMULPS       Y10, Y9, Y8
+	VMULPS       Y11, Y9, Y9
+	VBROADCASTSS 20(R10), Y12
+	VMULPS       Y10, Y12, Y10
+	VMULPS       Y11, Y12, Y11
+	VMOVUPS      (R9), Y12
+	VPAND        constsAVX2<>+1216(SB), Y12, Y12
+	VMOVUPS      32(R9), Y13
+	VPAND        constsAVX2<>+1216(SB), Y13, Y13
+	VBROADCASTSS 24(R10), Y14
+	VFMADD231PS  Y12, Y14, Y0
+	VFMADD231PS  Y13, Y14, Y1
+	VBROADCASTSS 28(R10), Y14
+	VFMADD231PS  Y12, Y14, Y2
+	VFMADD231PS  Y13, Y14, Y3
+	VBROADCASTSS 32(R10), Y14
+	VFMADD231PS  Y12, Y14, Y4
+	VFMADD231PS  Y13, Y14, Y5
+	VBROADCASTSS 36(R10), Y14
+	VFMADD231PS  Y12, Y14, Y6
+	VFMADD231PS  Y13, Y14, Y7
+	VBROADCASTSS 40(R10), Y14
+	VFMADD231PS  Y12, Y14, Y8
+	VFMADD231PS  Y13, Y14, Y9
+	VBROADCASTSS 44(R10), Y14
+	VFMADD231PS  Y12, Y14, Y10
+	VFMADD231PS  Y13, Y14, Y11
+	ADDQ         DI, R9
+	ADDQ         $0x30, R10
+	DECQ         R11
+	JZ           vecs2_whole_rows6_store
+	JMP          vecs2_whole_rows6
+
+vecs2_whole_rows6_load:
+	MOVQ    AX, R12
+	VMOVUPS (R12), Y0
+	VMOVUPS 32(R12), Y1
+	ADDQ    CX, R12
+	VMOVUPS (R12), Y2
+	VMOVUPS 32(R12), Y3
+	ADDQ    CX, R12
+	VMOVUPS (R12), Y4
+	VMOVUPS 32(R12), Y5
+	ADDQ    CX, R12
+	VMOVUPS (R12), Y6
+	VMOVUPS 32(R12), Y7
+	ADDQ    CX, R12
+	VMOVUPS (R12), Y8
+	VMOVUPS 32(R12), Y9
+	ADDQ    CX, R12
+	VMOVUPS (R12), Y10
+	VMOVUPS 32(R12), Y11
+
+	// The k loop: a row of B, 6 broadcasts of A, 12 FMAs.
+vecs2_whole_rows6:
+	VMOVUPS      (R9), Y12
+	VPSLLD       $0x10, Y12, Y12
+	VMOVUPS      32(R9), Y13
+	VPSLLD       $0x10, Y13, Y13
+	VBROADCASTSS (R10), Y14
+	VFMADD231PS  Y12, Y14, Y0
+	VFMADD231PS  Y13, Y14, Y1
+	VBROADCASTSS 4(R10), Y14
+	VFMADD231PS  Y12, Y14, Y2
+	VFMADD231PS  Y13, Y14, Y3
+	VBROADCASTSS 8(R10), Y14
+	VFMADD231PS  Y12, Y14, Y4
+	VFMADD231PS  Y13, Y14, Y5
+	VBROADCASTSS 12(R10), Y14
+	VFMADD231PS  Y12, Y14, Y6
+	VFMADD231PS  Y13, Y14, Y7
+	VBROADCASTSS 16(R10), Y14
+	VFMADD231PS  Y12, Y14, Y8
+	VFMADD231PS  Y13, Y14, Y9
+	VBROADCASTSS 20(R10), Y14
+	VFMADD231PS  Y12, Y14, Y10
+	VFMADD231PS  Y13, Y14, Y11
+	VMOVUPS      (R9), Y12
+	VPAND        constsAVX2<>+1216(SB), Y12, Y12
+	VMOVUPS      32(R9), Y13
+	VPAND        constsAVX2<>+1216(SB), Y13, Y13
+	VBROADCASTSS 24(R10), Y14
+	VFMADD231PS  Y12, Y14, Y0
+	VFMADD231PS  Y13, Y14, Y1
+	VBROADCASTSS 28(R10), Y14
+	VFMADD231PS  Y12, Y14, Y2
+	VFMADD231PS  Y13, Y14, Y3
+	VBROADCASTSS 32(R10), Y14
+	VFMADD231PS  Y12, Y14, Y4
+	VFMADD231PS  Y13, Y14, Y5
+	VBROADCASTSS 36(R10), Y14
+	VFMADD231PS  Y12, Y14, Y6
+	VFMADD231PS  Y13, Y14, Y7
+	VBROADCASTSS 40(R10), Y14
+	VFMADD231PS  Y12, Y14, Y8
+	VFMADD231PS  Y13, Y14, Y9
+	VBROADCASTSS 44(R10), Y14
+	VFMADD231PS  Y12, Y14, Y10
+	VFMADD231PS  Y13, Y14, Y11
+	ADDQ         DI, R9
+	ADDQ         $0x30, R10
+	DECQ         R11
+	JNZ          vecs2_whole_rows6
+
+	// Store the tile row by row; cp ends one row past it.
+vecs2_whole_rows6_store:
+	VMOVUPS Y0, (AX)
+	VMOVUPS Y1, 32(AX)
+	ADDQ    CX, AX
+	VMOVUPS Y2, (AX)
+	VMOVUPS Y3, 32(AX)
+	ADDQ    CX, AX
+	VMOVUPS Y4, (AX)
+	VMOVUPS Y5, 32(AX)
+	ADDQ    CX, AX
+	VMOVUPS Y6, (AX)
+	VMOVUPS Y7, 32(AX)
+	ADDQ    CX, AX
+	VMOVUPS Y8, (AX)
+	VMOVUPS Y9, 32(AX)
+	ADDQ    CX, AX
+	VMOVUPS Y10, (AX)
+	VMOVUPS Y11, 32(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(SI*2), DX
+	SUBQ    $0x06, R8
+	JMP     vecs2_whole_groups
+
+	// The last rows: 4 of them, if rows%6 has that bit.
+vecs2_whole_tail4:
+	TESTQ $0x00000004, R8
+	JZ    vecs2_whole_tail2
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, R9
+	MOVQ  k+56(FP), R10
+
+	// Tile of 4 rows × 2 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs2_whole_rows4_load
+	VMOVUPS      (SI), Y6
+	VPSLLD       $0x10, Y6, Y6
+	VMOVUPS      32(SI), Y7
+	VPSLLD       $0x10, Y7, Y7
+	VBROADCASTSS (R9), Y1
+	VMULPS       Y6, Y1, Y0
+	VMULPS       Y7, Y1, Y1
+	VBROADCASTSS 4(R9), Y3
+	VMULPS       Y6, Y3, Y2
+	VMULPS       Y7, Y3, Y3
+	VBROADCASTSS 8(R9), Y5
+	VMULPS       Y6, Y5, Y4
+	VMULPS       Y7, Y5, Y5
+	VBROADCASTSS 12(R9), Y8
+	VMULPS       Y6, Y8, Y6
+	VMULPS       Y7, Y8, Y7
+	VMOVUPS      (SI), Y8
+	VPAND        constsAVX2<>+1216(SB), Y8, Y8
+	VMOVUPS      32(SI), Y9
+	VPAND        constsAVX2<>+1216(SB), Y9, Y9
+	VBROADCASTSS 16(R9), Y10
+	VFMADD231PS  Y8, Y10, Y0
+	VFMADD231PS  Y9, Y10, Y1
+	VBROADCASTSS 20(R9), Y10
+	VFMADD231PS  Y8, Y10, Y2
+	VFMADD231PS  Y9, Y10, Y3
+	VBROADCASTSS 24(R9), Y10
+	VFMADD231PS  Y8, Y10, Y4
+	VFMADD231PS  Y9, Y10, Y5
+	VBROADCASTSS 28(R9), Y10
+	VFMADD231PS  Y8, Y10, Y6
+	VFMADD231PS  Y9, Y10, Y7
+	ADDQ         DI, SI
+	ADDQ         $0x20, R9
+	DECQ         R10
+	JZ           vecs2_whole_rows4_store
+	JMP          vecs2_whole_rows4
+
+vecs2_whole_rows4_load:
+	MOVQ    AX, R11
+	VMOVUPS (R11), Y0
+	VMOVUPS 32(R11), Y1
+	ADDQ    CX, R11
+	VMOVUPS (R11), Y2
+	VMOVUPS 32(R11), Y3
+	ADDQ    CX, R11
+	VMOVUPS (R11), Y4
+	VMOVUPS 32(R11), Y5
+	ADDQ    CX, R11
+	VMOVUPS (R11), Y6
+	VMOVUPS 32(R11), Y7
+
+	// The k loop: a row of B, 4 broadcasts of A, 8 FMAs.
+vecs2_whole_rows4:
+	VMOVUPS      (SI), Y8
+	VPSLLD       $0x10, Y8, Y8
+	VMOVUPS      32(SI), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VBROADCASTSS (R9), Y10
+	VFMADD231PS  Y8, Y10, Y0
+	VFMADD231PS  Y9, Y10, Y1
+	VBROADCASTSS 4(R9), Y10
+	VFMADD231PS  Y8, Y10, Y2
+	VFMADD231PS  Y9, Y10, Y3
+	VBROADCASTSS 8(R9), Y10
+	VFMADD231PS  Y8, Y10, Y4
+	VFMADD231PS  Y9, Y10, Y5
+	VBROADCASTSS 12(R9), Y10
+	VFMADD231PS  Y8, Y10, Y6
+	VFMADD231PS  Y9, Y10, Y7
+	VMOVUPS      (SI), Y8
+	VPAND        constsAVX2<>+1216(SB), Y8, Y8
+	VMOVUPS      32(SI), Y9
+	VPAND        constsAVX2<>+1216(SB), Y9, Y9
+	VBROADCASTSS 16(R9), Y10
+	VFMADD231PS  Y8, Y10, Y0
+	VFMADD231PS  Y9, Y10, Y1
+	VBROADCASTSS 20(R9), Y10
+	VFMADD231PS  Y8, Y10, Y2
+	VFMADD231PS  Y9, Y10, Y3
+	VBROADCASTSS 24(R9), Y10
+	VFMADD231PS  Y8, Y10, Y4
+	VFMADD231PS  Y9, Y10, Y5
+	VBROADCASTSS 28(R9), Y10
+	VFMADD231PS  Y8, Y10, Y6
+	VFMADD231PS  Y9, Y10, Y7
+	ADDQ         DI, SI
+	ADDQ         $0x20, R9
+	DECQ         R10
+	JNZ          vecs2_whole_rows4
+
+	// Store the tile row by row; cp ends one row past it.
+vecs2_whole_rows4_store:
+	VMOVUPS Y0, (AX)
+	VMOVUPS Y1, 32(AX)
+	ADDQ    CX, AX
+	VMOVUPS Y2, (AX)
+	VMOVUPS Y3, 32(AX)
+	ADDQ    CX, AX
+	VMOVUPS Y4, (AX)
+	VMOVUPS Y5, 32(AX)
+	ADDQ    CX, AX
+	VMOVUPS Y6, (AX)
+	VMOVUPS Y7, 32(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*4), DX
+
+	// The last rows: 2 of them, if rows%6 has that bit.
+vecs2_whole_tail2:
+	TESTQ $0x00000002, R8
+	JZ    vecs2_whole_tail1
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, R9
+	MOVQ  k+56(FP), R10
+
+	// Tile of 2 rows × 2 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs2_whole_rows2_load
+	VMOVUPS      (SI), Y2
+	VPSLLD       $0x10, Y2, Y2
+	VMOVUPS      32(SI), Y3
+	VPSLLD       $0x10, Y3, Y3
+	VBROADCASTSS (R9), Y1
+	VMULPS       Y2, Y1, Y0
+	VMULPS       Y3, Y1, Y1
+	VBROADCASTSS 4(R9), Y4
+	VMULPS       Y2, Y4, Y2
+	VMULPS       Y3, Y4, Y3
+	VMOVUPS      (SI), Y4
+	VPAND        constsAVX2<>+1216(SB), Y4, Y4
+	VMOVUPS      32(SI), Y5
+	VPAND        constsAVX2<>+1216(SB), Y5, Y5
+	VBROADCASTSS 8(R9), Y6
+	VFMADD231PS  Y4, Y6, Y0
+	VFMADD231PS  Y5, Y6, Y1
+	VBROADCASTSS 12(R9), Y6
+	VFMADD231PS  Y4, Y6, Y2
+	VFMADD231PS  Y5, Y6, Y3
+	ADDQ         DI, SI
+	ADDQ         $0x10, R9
+	DECQ         R10
+	JZ           vecs2_whole_rows2_store
+	JMP          vecs2_whole_rows2
+
+vecs2_whole_rows2_load:
+	MOVQ    AX, R11
+	VMOVUPS (R11), Y0
+	VMOVUPS 32(R11), Y1
+	ADDQ    CX, R11
+	VMOVUPS (R11), Y2
+	VMOVUPS 32(R11), Y3
+
+	// The k loop: a row of B, 2 broadcasts of A, 4 FMAs.
+vecs2_whole_rows2:
+	VMOVUPS      (SI), Y4
+	VPSLLD       $0x10, Y4, Y4
+	VMOVUPS      32(SI), Y5
+	VPSLLD       $0x10, Y5, Y5
+	VBROADCASTSS (R9), Y6
+	VFMADD231PS  Y4, Y6, Y0
+	VFMADD231PS  Y5, Y6, Y1
+	VBROADCASTSS 4(R9), Y6
+	VFMADD231PS  Y4, Y6, Y2
+	VFMADD231PS  Y5, Y6, Y3
+	VMOVUPS      (SI), Y4
+	VPAND        constsAVX2<>+1216(SB), Y4, Y4
+	VMOVUPS      32(SI), Y5
+	VPAND        constsAVX2<>+1216(SB), Y5, Y5
+	VBROADCASTSS 8(R9), Y6
+	VFMADD231PS  Y4, Y6, Y0
+	VFMADD231PS  Y5, Y6, Y1
+	VBROADCASTSS 12(R9), Y6
+	VFMADD231PS  Y4, Y6, Y2
+	VFMADD231PS  Y5, Y6, Y3
+	ADDQ         DI, SI
+	ADDQ         $0x10, R9
+	DECQ         R10
+	JNZ          vecs2_whole_rows2
+
+	// Store the tile row by row; cp ends one row past it.
+vecs2_whole_rows2_store:
+	VMOVUPS Y0, (AX)
+	VMOVUPS Y1, 32(AX)
+	ADDQ    CX, AX
+	VMOVUPS Y2, (AX)
+	VMOVUPS Y3, 32(AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*2), DX
+
+	// The last rows: 1 of them, if rows%6 has that bit.
+vecs2_whole_tail1:
+	TESTQ $0x00000001, R8
+	JZ    vecs2_whole_done
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, R8
+	MOVQ  k+56(FP), R9
+
+	// Tile of 1 rows × 2 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs2_whole_rows1_load
+	VMOVUPS      (SI), Y0
+	VPSLLD       $0x10, Y0, Y0
+	VMOVUPS      32(SI), Y1
+	VPSLLD       $0x10, Y1, Y1
+	VBROADCASTSS (R8), Y2
+	VMULPS       Y0, Y2, Y0
+	VMULPS       Y1, Y2, Y1
+	VMOVUPS      (SI), Y2
+	VPAND        constsAVX2<>+1216(SB), Y2, Y2
+	VMOVUPS      32(SI), Y3
+	VPAND        constsAVX2<>+1216(SB), Y3, Y3
+	VBROADCASTSS 4(R8), Y4
+	VFMADD231PS  Y2, Y4, Y0
+	VFMADD231PS  Y3, Y4, Y1
+	ADDQ         DI, SI
+	ADDQ         $0x08, R8
+	DECQ         R9
+	JZ           vecs2_whole_rows1_store
+	JMP          vecs2_whole_rows1
+
+vecs2_whole_rows1_load:
+	MOVQ    AX, R10
+	VMOVUPS (R10), Y0
+	VMOVUPS 32(R10), Y1
+
+	// The k loop: a row of B, 1 broadcasts of A, 2 FMAs.
+vecs2_whole_rows1:
+	VMOVUPS      (SI), Y2
+	VPSLLD       $0x10, Y2, Y2
+	VMOVUPS      32(SI), Y3
+	VPSLLD       $0x10, Y3, Y3
+	VBROADCASTSS (R8), Y4
+	VFMADD231PS  Y2, Y4, Y0
+	VFMADD231PS  Y3, Y4, Y1
+	VMOVUPS      (SI), Y2
+	VPAND        constsAVX2<>+1216(SB), Y2, Y2
+	VMOVUPS      32(SI), Y3
+	VPAND        constsAVX2<>+1216(SB), Y3, Y3
+	VBROADCASTSS 4(R8), Y4
+	VFMADD231PS  Y2, Y4, Y0
+	VFMADD231PS  Y3, Y4, Y1
+	ADDQ         DI, SI
+	ADDQ         $0x08, R8
+	DECQ         R9
+	JNZ          vecs2_whole_rows1
+
+	// Store the tile row by row; cp ends one row past it.
+vecs2_whole_rows1_store:
+	VMOVUPS Y0, (AX)
+	VMOVUPS Y1, 32(AX)
+	ADDQ    CX, AX
+	ADDQ    BX, DX
+
+vecs2_whole_done:
+	VZEROUPPER
+	RET
+
+	// Panel of 1 vectors, the last one whole.
+vecs1_whole:
+	// Groups of 6 rows.
+vecs1_whole_groups:
+	CMPQ R8, $0x06
+	JLT  vecs1_whole_tail4
+	MOVQ b+32(FP), R9
+	MOVQ DX, R10
+	MOVQ k+56(FP), R11
+
+	// Tile of 6 rows × 1 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs1_whole_rows6_load
+	VMOVUPS      (R9), Y5
+	VPSLLD       $0x10, Y5, Y5
+	VBROADCASTSS (R10), Y0
+	VMULPS       Y5, Y0, Y0
+	VBROADCASTSS 4(R10), Y1
+	VMULPS       Y5, Y1, Y1
+	VBROADCASTSS 8(R10), Y2
+	VMULPS       Y5, Y2, Y2
+	VBROADCASTSS 12(R10), Y3
+	VMULPS       Y5, Y3, Y3
+	VBROADCASTSS 16(R10), Y4
+	VMULPS       Y5, Y4, Y4
+	VBROADCASTSS 20(R10), Y6
+	VMULPS       Y5, Y6, Y5
+	VMOVUPS      (R9), Y6
+	VPAND        constsAVX2<>+1216(SB), Y6, Y6
+	VBROADCASTSS 24(R10), Y7
+	VFMADD231PS  Y6, Y7, Y0
+	VBROADCASTSS 28(R10), Y7
+	VFMADD231PS  Y6, Y7, Y1
+	VBROADCASTSS 32(R10), Y7
+	VFMADD231PS  Y6, Y7, Y2
+	VBROADCASTSS 36(R10), Y7
+	VFMADD231PS  Y6, Y7, Y3
+	VBROADCASTSS 40(R10), Y7
+	VFMADD231PS  Y6, Y7, Y4
+	VBROADCASTSS 44(R10), Y7
+	VFMADD231PS  Y6, Y7, Y5
+	ADDQ         DI, R9
+	ADDQ         $0x30, R10
+	DECQ         R11
+	JZ           vecs1_whole_rows6_store
+	JMP          vecs1_whole_rows6
+
+vecs1_whole_rows6_load:
+	MOVQ    AX, R12
+	VMOVUPS (R12), Y0
+	ADDQ    CX, R12
+	VMOVUPS (R12), Y1
+	ADDQ    CX, R12
+	VMOVUPS (R12), Y2
+	ADDQ    CX, R12
+	VMOVUPS (R12), Y3
+	ADDQ    CX, R12
+	VMOVUPS (R12), Y4
+	ADDQ    CX, R12
+	VMOVUPS (R12), Y5
+
+	// The k loop: a row of B, 6 broadcasts of A, 6 FMAs.
+vecs1_whole_rows6:
+	VMOVUPS      (R9), Y6
+	VPSLLD       $0x10, Y6, Y6
+	VBROADCASTSS (R10), Y7
+	VFMADD231PS  Y6, Y7, Y0
+	VBROADCASTSS 4(R10), Y7
+	VFMADD231PS  Y6, Y7, Y1
+	VBROADCASTSS 8(R10), Y7
+	VFMADD231PS  Y6, Y7, Y2
+	VBROADCASTSS 12(R10), Y7
+	VFMADD231PS  Y6, Y7, Y3
+	VBROADCASTSS 16(R10), Y7
+	VFMADD231PS  Y6, Y7, Y4
+	VBROADCASTSS 20(R10), Y7
+	VFMADD231PS  Y6, Y7, Y5
+	VMOVUPS      (R9), Y6
+	VPAND        constsAVX2<>+1216(SB), Y6, Y6
+	VBROADCASTSS 24(R10), Y7
+	VFMADD231PS  Y6, Y7, Y0
+	VBROADCASTSS 28(R10), Y7
+	VFMADD231PS  Y6, Y7, Y1
+	VBROADCASTSS 32(R10), Y7
+	VFMADD231PS  Y6, Y7, Y2
+	VBROADCASTSS 36(R10), Y7
+	VFMADD231PS  Y6, Y7, Y3
+	VBROADCASTSS 40(R10), Y7
+	VFMADD231PS  Y6, Y7, Y4
+	VBROADCASTSS 44(R10), Y7
+	VFMADD231PS  Y6, Y7, Y5
+	ADDQ         DI, R9
+	ADDQ         $0x30, R10
+	DECQ         R11
+	JNZ          vecs1_whole_rows6
+
+	// Store the tile row by row; cp ends one row past it.
+vecs1_whole_rows6_store:
+	VMOVUPS Y0, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Y1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Y2, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Y3, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Y4, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Y5, (AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(SI*2), DX
+	SUBQ    $0x06, R8
+	JMP     vecs1_whole_groups
+
+	// The last rows: 4 of them, if rows%6 has that bit.
+vecs1_whole_tail4:
+	TESTQ $0x00000004, R8
+	JZ    vecs1_whole_tail2
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, R9
+	MOVQ  k+56(FP), R10
+
+	// Tile of 4 rows × 1 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs1_whole_rows4_load
+	VMOVUPS      (SI), Y3
+	VPSLLD       $0x10, Y3, Y3
+	VBROADCASTSS (R9), Y0
+	VMULPS       Y3, Y0, Y0
+	VBROADCASTSS 4(R9), Y1
+	VMULPS       Y3, Y1, Y1
+	VBROADCASTSS 8(R9), Y2
+	VMULPS       Y3, Y2, Y2
+	VBROADCASTSS 12(R9), Y4
+	VMULPS       Y3, Y4, Y3
+	VMOVUPS      (SI), Y4
+	VPAND        constsAVX2<>+1216(SB), Y4, Y4
+	VBROADCASTSS 16(R9), Y5
+	VFMADD231PS  Y4, Y5, Y0
+	VBROADCASTSS 20(R9), Y5
+	VFMADD231PS  Y4, Y5, Y1
+	VBROADCASTSS 24(R9), Y5
+	VFMADD231PS  Y4, Y5, Y2
+	VBROADCASTSS 28(R9), Y5
+	VFMADD231PS  Y4, Y5, Y3
+	ADDQ         DI, SI
+	ADDQ         $0x20, R9
+	DECQ         R10
+	JZ           vecs1_whole_rows4_store
+	JMP          vecs1_whole_rows4
+
+vecs1_whole_rows4_load:
+	MOVQ    AX, R11
+	VMOVUPS (R11), Y0
+	ADDQ    CX, R11
+	VMOVUPS (R11), Y1
+	ADDQ    CX, R11
+	VMOVUPS (R11), Y2
+	ADDQ    CX, R11
+	VMOVUPS (R11), Y3
+
+	// The k loop: a row of B, 4 broadcasts of A, 4 FMAs.
+vecs1_whole_rows4:
+	VMOVUPS      (SI), Y4
+	VPSLLD       $0x10, Y4, Y4
+	VBROADCASTSS (R9), Y5
+	VFMADD231PS  Y4, Y5, Y0
+	VBROADCASTSS 4(R9), Y5
+	VFMADD231PS  Y4, Y5, Y1
+	VBROADCASTSS 8(R9), Y5
+	VFMADD231PS  Y4, Y5, Y2
+	VBROADCASTSS 12(R9), Y5
+	VFMADD231PS  Y4, Y5, Y3
+	VMOVUPS      (SI), Y4
+	VPAND        constsAVX2<>+1216(SB), Y4, Y4
+	VBROADCASTSS 16(R9), Y5
+	VFMADD231PS  Y4, Y5, Y0
+	VBROADCASTSS 20(R9), Y5
+	VFMADD231PS  Y4, Y5, Y1
+	VBROADCASTSS 24(R9), Y5
+	VFMADD231PS  Y4, Y5, Y2
+	VBROADCASTSS 28(R9), Y5
+	VFMADD231PS  Y4, Y5, Y3
+	ADDQ         DI, SI
+	ADDQ         $0x20, R9
+	DECQ         R10
+	JNZ          vecs1_whole_rows4
+
+	// Store the tile row by row; cp ends one row past it.
+vecs1_whole_rows4_store:
+	VMOVUPS Y0, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Y1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Y2, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Y3, (AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*4), DX
+
+	// The last rows: 2 of them, if rows%6 has that bit.
+vecs1_whole_tail2:
+	TESTQ $0x00000002, R8
+	JZ    vecs1_whole_tail1
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, R9
+	MOVQ  k+56(FP), R10
+
+	// Tile of 2 rows × 1 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs1_whole_rows2_load
+	VMOVUPS      (SI), Y1
+	VPSLLD       $0x10, Y1, Y1
+	VBROADCASTSS (R9), Y0
+	VMULPS       Y1, Y0, Y0
+	VBROADCASTSS 4(R9), Y2
+	VMULPS       Y1, Y2, Y1
+	VMOVUPS      (SI), Y2
+	VPAND        constsAVX2<>+1216(SB), Y2, Y2
+	VBROADCASTSS 8(R9), Y3
+	VFMADD231PS  Y2, Y3, Y0
+	VBROADCASTSS 12(R9), Y3
+	VFMADD231PS  Y2, Y3, Y1
+	ADDQ         DI, SI
+	ADDQ         $0x10, R9
+	DECQ         R10
+	JZ           vecs1_whole_rows2_store
+	JMP          vecs1_whole_rows2
+
+vecs1_whole_rows2_load:
+	MOVQ    AX, R11
+	VMOVUPS (R11), Y0
+	ADDQ    CX, R11
+	VMOVUPS (R11), Y1
+
+	// The k loop: a row of B, 2 broadcasts of A, 2 FMAs.
+vecs1_whole_rows2:
+	VMOVUPS      (SI), Y2
+	VPSLLD       $0x10, Y2, Y2
+	VBROADCASTSS (R9), Y3
+	VFMADD231PS  Y2, Y3, Y0
+	VBROADCASTSS 4(R9), Y3
+	VFMADD231PS  Y2, Y3, Y1
+	VMOVUPS      (SI), Y2
+	VPAND        constsAVX2<>+1216(SB), Y2, Y2
+	VBROADCASTSS 8(R9), Y3
+	VFMADD231PS  Y2, Y3, Y0
+	VBROADCASTSS 12(R9), Y3
+	VFMADD231PS  Y2, Y3, Y1
+	ADDQ         DI, SI
+	ADDQ         $0x10, R9
+	DECQ         R10
+	JNZ          vecs1_whole_rows2
+
+	// Store the tile row by row; cp ends one row past it.
+vecs1_whole_rows2_store:
+	VMOVUPS Y0, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Y1, (AX)
+	ADDQ    CX, AX
+	LEAQ    (DX)(BX*2), DX
+
+	// The last rows: 1 of them, if rows%6 has that bit.
+vecs1_whole_tail1:
+	TESTQ $0x00000001, R8
+	JZ    vecs1_whole_done
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, R8
+	MOVQ  k+56(FP), R9
+
+	// Tile of 1 rows × 1 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs1_whole_rows1_load
+	VMOVUPS      (SI), Y0
+	VPSLLD       $0x10, Y0, Y0
+	VBROADCASTSS (R8), Y1
+	VMULPS       Y0, Y1, Y0
+	VMOVUPS      (SI), Y1
+	VPAND        constsAVX2<>+1216(SB), Y1, Y1
+	VBROADCASTSS 4(R8), Y2
+	VFMADD231PS  Y1, Y2, Y0
+	ADDQ         DI, SI
+	ADDQ         $0x08, R8
+	DECQ         R9
+	JZ           vecs1_whole_rows1_store
+	JMP          vecs1_whole_rows1
+
+vecs1_whole_rows1_load:
+	MOVQ    AX, R10
+	VMOVUPS (R10), Y0
+
+	// The k loop: a row of B, 1 broadcasts of A, 1 FMAs.
+vecs1_whole_rows1:
+	VMOVUPS      (SI), Y1
+	VPSLLD       $0x10, Y1, Y1
+	VBROADCASTSS (R8), Y2
+	VFMADD231PS  Y1, Y2, Y0
+	VMOVUPS      (SI), Y1
+	VPAND        constsAVX2<>+1216(SB), Y1, Y1
+	VBROADCASTSS 4(R8), Y2
+	VFMADD231PS  Y1, Y2, Y0
+	ADDQ         DI, SI
+	ADDQ         $0x08, R8
+	DECQ         R9
+	JNZ          vecs1_whole_rows1
+
+	// Store the tile row by row; cp ends one row past it.
+vecs1_whole_rows1_store:
+	VMOVUPS Y0, (AX)
+	ADDQ    CX, AX
+	ADDQ    BX, DX
+
+vecs1_whole_done:
+	VZEROUPPER
+	RET
+
+	// Panel of 2 vectors, the last one masked.
+vecs2_masked:
+	// Groups of 6 rows.
+vecs2_masked_groups:
+	CMPQ R8, $0x06
+	JLT  vecs2_masked_tail4
+	MOVQ b+32(FP), R9
+	MOVQ DX, R10
+	MOVQ k+56(FP), R12
+
+	// Tile of 6 rows × 2 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs2_masked_rows6_load
+	VMOVUPS      (R9), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VMOVUPS      32(R9), Y11
+	VPSLLD       $0x10, Y11, Y11
+	VBROADCASTSS (R10), Y1
+	VMULPS       Y10, Y1, Y0
+	VMULPS       Y11, Y1, Y1
+	VBROADCASTSS 4(R10), Y3
+	VMULPS       Y10, Y3, Y2
+	VMULPS       Y11, Y3, Y3
+	VBROADCASTSS 8(R10), Y5
+	VMULPS       Y10, Y5, Y4
+	VMULPS       Y11, Y5, Y5
+	VBROADCASTSS 12(R10), Y7
+	VMULPS       Y10, Y7, Y6
+	VMULPS       Y11, Y7, Y7
+	VBROADCASTSS 16(R10), Y9
+	VMULPS       Y10, Y9, Y8
+	VMULPS       Y11, Y9, Y9
+	VBROADCASTSS 20(R10), Y12
+	VMULPS       Y10, Y12, Y10
+	VMULPS       Y11, Y12, Y11
+	VMOVUPS      (R9), Y12
+	VPAND        constsAVX2<>+1216(SB), Y12, Y12
+	VMOVUPS      32(R9), Y13
+	VPAND        constsAVX2<>+1216(SB), Y13, Y13
+	VBROADCASTSS 24(R10), Y14
+	VFMADD231PS  Y12, Y14, Y0
+	VFMADD231PS  Y13, Y14, Y1
+	VBROADCASTSS 28(R10), Y14
+	VFMADD231PS  Y12, Y14, Y2
+	VFMADD231PS  Y13, Y14, Y3
+	VBROADCASTSS 32(R10), Y14
+	VFMADD231PS  Y12, Y14, Y4
+	VFMADD231PS  Y13, Y14, Y5
+	VBROADCASTSS 36(R10), Y14
+	VFMADD231PS  Y12, Y14, Y6
+	VFMADD231PS  Y13, Y14, Y7
+	VBROADCASTSS 40(R10), Y14
+	VFMADD231PS  Y12, Y14, Y8
+	VFMADD231PS  Y13, Y14, Y9
+	VBROADCASTSS 44(R10), Y14
+	VFMADD231PS  Y12, Y14, Y10
+	VFMADD231PS  Y13, Y14, Y11
+	ADDQ         DI, R9
+	ADDQ         $0x30, R10
+	DECQ         R12
+	JZ           vecs2_masked_rows6_store
+	JMP          vecs2_masked_rows6
+
+vecs2_masked_rows6_load:
+	MOVQ       AX, R13
+	VMOVUPS    (R13), Y0
+	VMOVDQU    (R11), Y1
+	VMASKMOVPS 32(R13), Y1, Y1
+	ADDQ       CX, R13
+	VMOVUPS    (R13), Y2
+	VMOVDQU    (R11), Y3
+	VMASKMOVPS 32(R13), Y3, Y3
+	ADDQ       CX, R13
+	VMOVUPS    (R13), Y4
+	VMOVDQU    (R11), Y5
+	VMASKMOVPS 32(R13), Y5, Y5
+	ADDQ       CX, R13
+	VMOVUPS    (R13), Y6
+	VMOVDQU    (R11), Y7
+	VMASKMOVPS 32(R13), Y7, Y7
+	ADDQ       CX, R13
+	VMOVUPS    (R13), Y8
+	VMOVDQU    (R11), Y9
+	VMASKMOVPS 32(R13), Y9, Y9
+	ADDQ       CX, R13
+	VMOVUPS    (R13), Y10
+	VMOVDQU    (R11), Y11
+	VMASKMOVPS 32(R13), Y11, Y11
+
+	// The k loop: a row of B, 6 broadcasts of A, 12 FMAs.
+vecs2_masked_rows6:
+	VMOVUPS      (R9), Y12
+	VPSLLD       $0x10, Y12, Y12
+	VMOVUPS      32(R9), Y13
+	VPSLLD       $0x10, Y13, Y13
+	VBROADCASTSS (R10), Y14
+	VFMADD231PS  Y12, Y14, Y0
+	VFMADD231PS  Y13, Y14, Y1
+	VBROADCASTSS 4(R10), Y14
+	VFMADD231PS  Y12, Y14, Y2
+	VFMADD231PS  Y13, Y14, Y3
+	VBROADCASTSS 8(R10), Y14
+	VFMADD231PS  Y12, Y14, Y4
+	VFMADD231PS  Y13, Y14, Y5
+	VBROADCASTSS 12(R10), Y14
+	VFMADD231PS  Y12, Y14, Y6
+	VFMADD231PS  Y13, Y14, Y7
+	VBROADCASTSS 16(R10), Y14
+	VFMADD231PS  Y12, Y14, Y8
+	VFMADD231PS  Y13, Y14, Y9
+	VBROADCASTSS 20(R10), Y14
+	VFMADD231PS  Y12, Y14, Y10
+	VFMADD231PS  Y13, Y14, Y11
+	VMOVUPS      (R9), Y12
+	VPAND        constsAVX2<>+1216(SB), Y12, Y12
+	VMOVUPS      32(R9), Y13
+	VPAND        constsAVX2<>+1216(SB), Y13, Y13
+	VBROADCASTSS 24(R10), Y14
+	VFMADD231PS  Y12, Y14, Y0
+	VFMADD231PS  Y13, Y14, Y1
+	VBROADCASTSS 28(R10), Y14
+	VFMADD231PS  Y12, Y14, Y2
+	VFMADD231PS  Y13, Y14, Y3
+	VBROADCASTSS 32(R10), Y14
+	VFMADD231PS  Y12, Y14, Y4
+	VFMADD231PS  Y13, Y14, Y5
+	VBROADCASTSS 36(R10), Y14
+	VFMADD231PS  Y12, Y14, Y6
+	VFMADD231PS  Y13, Y14, Y7
+	VBROADCASTSS 40(R10), Y14
+	VFMADD231PS  Y12, Y14, Y8
+	VFMADD231PS  Y13, Y14, Y9
+	VBROADCASTSS 44(R10), Y14
+	VFMADD231PS  Y12, Y14, Y10
+	VFMADD231PS  Y13, Y14, Y11
+	ADDQ         DI, R9
+	ADDQ         $0x30, R10
+	DECQ         R12
+	JNZ          vecs2_masked_rows6
+
+	// Store the tile row by row; cp ends one row past it.
+vecs2_masked_rows6_store:
+	VMOVUPS    Y0, (AX)
+	VMOVDQU    (R11), Y0
+	VMASKMOVPS Y1, Y0, 32(AX)
+	ADDQ       CX, AX
+	VMOVUPS    Y2, (AX)
+	VMOVDQU    (R11), Y0
+	VMASKMOVPS Y3, Y0, 32(AX)
+	ADDQ       CX, AX
+	VMOVUPS    Y4, (AX)
+	VMOVDQU    (R11), Y0
+	VMASKMOVPS Y5, Y0, 32(AX)
+	ADDQ       CX, AX
+	VMOVUPS    Y6, (AX)
+	VMOVDQU    (R11), Y0
+	VMASKMOVPS Y7, Y0, 32(AX)
+	ADDQ       CX, AX
+	VMOVUPS    Y8, (AX)
+	VMOVDQU    (R11), Y0
+	VMASKMOVPS Y9, Y0, 32(AX)
+	ADDQ       CX, AX
+	VMOVUPS    Y10, (AX)
+	VMOVDQU    (R11), Y0
+	VMASKMOVPS Y11, Y0, 32(AX)
+	ADDQ       CX, AX
+	LEAQ       (DX)(SI*2), DX
+	SUBQ       $0x06, R8
+	JMP        vecs2_masked_groups
+
+	// The last rows: 4 of them, if rows%6 has that bit.
+vecs2_masked_tail4:
+	TESTQ $0x00000004, R8
+	JZ    vecs2_masked_tail2
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, R9
+	MOVQ  k+56(FP), R10
+
+	// Tile of 4 rows × 2 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs2_masked_rows4_load
+	VMOVUPS      (SI), Y6
+	VPSLLD       $0x10, Y6, Y6
+	VMOVUPS      32(SI), Y7
+	VPSLLD       $0x10, Y7, Y7
+	VBROADCASTSS (R9), Y1
+	VMULPS       Y6, Y1, Y0
+	VMULPS       Y7, Y1, Y1
+	VBROADCASTSS 4(R9), Y3
+	VMULPS       Y6, Y3, Y2
+	VMULPS       Y7, Y3, Y3
+	VBROADCASTSS 8(R9), Y5
+	VMULPS       Y6, Y5, Y4
+	VMULPS       Y7, Y5, Y5
+	VBROADCASTSS 12(R9), Y8
+	VMULPS       Y6, Y8, Y6
+	VMULPS       Y7, Y8, Y7
+	VMOVUPS      (SI), Y8
+	VPAND        constsAVX2<>+1216(SB), Y8, Y8
+	VMOVUPS      32(SI), Y9
+	VPAND        constsAVX2<>+1216(SB), Y9, Y9
+	VBROADCASTSS 16(R9), Y10
+	VFMADD231PS  Y8, Y10, Y0
+	VFMADD231PS  Y9, Y10, Y1
+	VBROADCASTSS 20(R9), Y10
+	VFMADD231PS  Y8, Y10, Y2
+	VFMADD231PS  Y9, Y10, Y3
+	VBROADCASTSS 24(R9), Y10
+	VFMADD231PS  Y8, Y10, Y4
+	VFMADD231PS  Y9, Y10, Y5
+	VBROADCASTSS 28(R9), Y10
+	VFMADD231PS  Y8, Y10, Y6
+	VFMADD231PS  Y9, Y10, Y7
+	ADDQ         DI, SI
+	ADDQ         $0x20, R9
+	DECQ         R10
+	JZ           vecs2_masked_rows4_store
+	JMP          vecs2_masked_rows4
+
+vecs2_masked_rows4_load:
+	MOVQ       AX, R12
+	VMOVUPS    (R12), Y0
+	VMOVDQU    (R11), Y1
+	VMASKMOVPS 32(R12), Y1, Y1
+	ADDQ       CX, R12
+	VMOVUPS    (R12), Y2
+	VMOVDQU    (R11), Y3
+	VMASKMOVPS 32(R12), Y3, Y3
+	ADDQ       CX, R12
+	VMOVUPS    (R12), Y4
+	VMOVDQU    (R11), Y5
+	VMASKMOVPS 32(R12), Y5, Y5
+	ADDQ       CX, R12
+	VMOVUPS    (R12), Y6
+	VMOVDQU    (R11), Y7
+	VMASKMOVPS 32(R12), Y7, Y7
+
+	// The k loop: a row of B, 4 broadcasts of A, 8 FMAs.
+vecs2_masked_rows4:
+	VMOVUPS      (SI), Y8
+	VPSLLD       $0x10, Y8, Y8
+	VMOVUPS      32(SI), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VBROADCASTSS (R9), Y10
+	VFMADD231PS  Y8, Y10, Y0
+	VFMADD231PS  Y9, Y10, Y1
+	VBROADCASTSS 4(R9), Y10
+	VFMADD231PS  Y8, Y10, Y2
+	VFMADD231PS  Y9, Y10, Y3
+	VBROADCASTSS 8(R9), Y10
+	VFMADD231PS  Y8, Y10, Y4
+	VFMADD231PS  Y9, Y10, Y5
+	VBROADCASTSS 12(R9), Y10
+	VFMADD231PS  Y8, Y10, Y6
+	VFMADD231PS  Y9, Y10, Y7
+	VMOVUPS      (SI), Y8
+	VPAND        constsAVX2<>+1216(SB), Y8, Y8
+	VMOVUPS      32(SI), Y9
+	VPAND        constsAVX2<>+1216(SB), Y9, Y9
+	VBROADCASTSS 16(R9), Y10
+	VFMADD231PS  Y8, Y10, Y0
+	VFMADD231PS  Y9, Y10, Y1
+	VBROADCASTSS 20(R9), Y10
+	VFMADD231PS  Y8, Y10, Y2
+	VFMADD231PS  Y9, Y10, Y3
+	VBROADCASTSS 24(R9), Y10
+	VFMADD231PS  Y8, Y10, Y4
+	VFMADD231PS  Y9, Y10, Y5
+	VBROADCASTSS 28(R9), Y10
+	VFMADD231PS  Y8, Y10, Y6
+	VFMADD231PS  Y9, Y10, Y7
+	ADDQ         DI, SI
+	ADDQ         $0x20, R9
+	DECQ         R10
+	JNZ          vecs2_masked_rows4
+
+	// Store the tile row by row; cp ends one row past it.
+vecs2_masked_rows4_store:
+	VMOVUPS    Y0, (AX)
+	VMOVDQU    (R11), Y0
+	VMASKMOVPS Y1, Y0, 32(AX)
+	ADDQ       CX, AX
+	VMOVUPS    Y2, (AX)
+	VMOVDQU    (R11), Y0
+	VMASKMOVPS Y3, Y0, 32(AX)
+	ADDQ       CX, AX
+	VMOVUPS    Y4, (AX)
+	VMOVDQU    (R11), Y0
+	VMASKMOVPS Y5, Y0, 32(AX)
+	ADDQ       CX, AX
+	VMOVUPS    Y6, (AX)
+	VMOVDQU    (R11), Y0
+	VMASKMOVPS Y7, Y0, 32(AX)
+	ADDQ       CX, AX
+	LEAQ       (DX)(BX*4), DX
+
+	// The last rows: 2 of them, if rows%6 has that bit.
+vecs2_masked_tail2:
+	TESTQ $0x00000002, R8
+	JZ    vecs2_masked_tail1
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, R9
+	MOVQ  k+56(FP), R10
+
+	// Tile of 2 rows × 2 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs2_masked_rows2_load
+	VMOVUPS      (SI), Y2
+	VPSLLD       $0x10, Y2, Y2
+	VMOVUPS      32(SI), Y3
+	VPSLLD       $0x10, Y3, Y3
+	VBROADCASTSS (R9), Y1
+	VMULPS       Y2, Y1, Y0
+	VMULPS       Y3, Y1, Y1
+	VBROADCASTSS 4(R9), Y4
+	VMULPS       Y2, Y4, Y2
+	VMULPS       Y3, Y4, Y3
+	VMOVUPS      (SI), Y4
+	VPAND        constsAVX2<>+1216(SB), Y4, Y4
+	VMOVUPS      32(SI), Y5
+	VPAND        constsAVX2<>+1216(SB), Y5, Y5
+	VBROADCASTSS 8(R9), Y6
+	VFMADD231PS  Y4, Y6, Y0
+	VFMADD231PS  Y5, Y6, Y1
+	VBROADCASTSS 12(R9), Y6
+	VFMADD231PS  Y4, Y6, Y2
+	VFMADD231PS  Y5, Y6, Y3
+	ADDQ         DI, SI
+	ADDQ         $0x10, R9
+	DECQ         R10
+	JZ           vecs2_masked_rows2_store
+	JMP          vecs2_masked_rows2
+
+vecs2_masked_rows2_load:
+	MOVQ       AX, R12
+	VMOVUPS    (R12), Y0
+	VMOVDQU    (R11), Y1
+	VMASKMOVPS 32(R12), Y1, Y1
+	ADDQ       CX, R12
+	VMOVUPS    (R12), Y2
+	VMOVDQU    (R11), Y3
+	VMASKMOVPS 32(R12), Y3, Y3
+
+	// The k loop: a row of B, 2 broadcasts of A, 4 FMAs.
+vecs2_masked_rows2:
+	VMOVUPS      (SI), Y4
+	VPSLLD       $0x10, Y4, Y4
+	VMOVUPS      32(SI), Y5
+	VPSLLD       $0x10, Y5, Y5
+	VBROADCASTSS (R9), Y6
+	VFMADD231PS  Y4, Y6, Y0
+	VFMADD231PS  Y5, Y6, Y1
+	VBROADCASTSS 4(R9), Y6
+	VFMADD231PS  Y4, Y6, Y2
+	VFMADD231PS  Y5, Y6, Y3
+	VMOVUPS      (SI), Y4
+	VPAND        constsAVX2<>+1216(SB), Y4, Y4
+	VMOVUPS      32(SI), Y5
+	VPAND        constsAVX2<>+1216(SB), Y5, Y5
+	VBROADCASTSS 8(R9), Y6
+	VFMADD231PS  Y4, Y6, Y0
+	VFMADD231PS  Y5, Y6, Y1
+	VBROADCASTSS 12(R9), Y6
+	VFMADD231PS  Y4, Y6, Y2
+	VFMADD231PS  Y5, Y6, Y3
+	ADDQ         DI, SI
+	ADDQ         $0x10, R9
+	DECQ         R10
+	JNZ          vecs2_masked_rows2
+
+	// Store the tile row by row; cp ends one row past it.
+vecs2_masked_rows2_store:
+	VMOVUPS    Y0, (AX)
+	VMOVDQU    (R11), Y0
+	VMASKMOVPS Y1, Y0, 32(AX)
+	ADDQ       CX, AX
+	VMOVUPS    Y2, (AX)
+	VMOVDQU    (R11), Y0
+	VMASKMOVPS Y3, Y0, 32(AX)
+	ADDQ       CX, AX
+	LEAQ       (DX)(BX*2), DX
+
+	// The last rows: 1 of them, if rows%6 has that bit.
+vecs2_masked_tail1:
+	TESTQ $0x00000001, R8
+	JZ    vecs2_masked_done
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, R8
+	MOVQ  k+56(FP), R9
+
+	// Tile of 1 rows × 2 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs2_masked_rows1_load
+	VMOVUPS      (SI), Y0
+	VPSLLD       $0x10, Y0, Y0
+	VMOVUPS      32(SI), Y1
+	VPSLLD       $0x10, Y1, Y1
+	VBROADCASTSS (R8), Y2
+	VMULPS       Y0, Y2, Y0
+	VMULPS       Y1, Y2, Y1
+	VMOVUPS      (SI), Y2
+	VPAND        constsAVX2<>+1216(SB), Y2, Y2
+	VMOVUPS      32(SI), Y3
+	VPAND        constsAVX2<>+1216(SB), Y3, Y3
+	VBROADCASTSS 4(R8), Y4
+	VFMADD231PS  Y2, Y4, Y0
+	VFMADD231PS  Y3, Y4, Y1
+	ADDQ         DI, SI
+	ADDQ         $0x08, R8
+	DECQ         R9
+	JZ           vecs2_masked_rows1_store
+	JMP          vecs2_masked_rows1
+
+vecs2_masked_rows1_load:
+	MOVQ       AX, R10
+	VMOVUPS    (R10), Y0
+	VMOVDQU    (R11), Y1
+	VMASKMOVPS 32(R10), Y1, Y1
+
+	// The k loop: a row of B, 1 broadcasts of A, 2 FMAs.
+vecs2_masked_rows1:
+	VMOVUPS      (SI), Y2
+	VPSLLD       $0x10, Y2, Y2
+	VMOVUPS      32(SI), Y3
+	VPSLLD       $0x10, Y3, Y3
+	VBROADCASTSS (R8), Y4
+	VFMADD231PS  Y2, Y4, Y0
+	VFMADD231PS  Y3, Y4, Y1
+	VMOVUPS      (SI), Y2
+	VPAND        constsAVX2<>+1216(SB), Y2, Y2
+	VMOVUPS      32(SI), Y3
+	VPAND        constsAVX2<>+1216(SB), Y3, Y3
+	VBROADCASTSS 4(R8), Y4
+	VFMADD231PS  Y2, Y4, Y0
+	VFMADD231PS  Y3, Y4, Y1
+	ADDQ         DI, SI
+	ADDQ         $0x08, R8
+	DECQ         R9
+	JNZ          vecs2_masked_rows1
+
+	// Store the tile row by row; cp ends one row past it.
+vecs2_masked_rows1_store:
+	VMOVUPS    Y0, (AX)
+	VMOVDQU    (R11), Y0
+	VMASKMOVPS Y1, Y0, 32(AX)
+	ADDQ       CX, AX
+	ADDQ       BX, DX
+
+vecs2_masked_done:
+	VZEROUPPER
+	RET
+
+	// Panel of 1 vectors, the last one masked.
+vecs1_masked:
+	// Groups of 6 rows.
+vecs1_masked_groups:
+	CMPQ R8, $0x06
+	JLT  vecs1_masked_tail4
+	MOVQ b+32(FP), R9
+	MOVQ DX, R10
+	MOVQ k+56(FP), R12
+
+	// Tile of 6 rows × 1 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs1_masked_rows6_load
+	VMOVUPS      (R9), Y5
+	VPSLLD       $0x10, Y5, Y5
+	VBROADCASTSS (R10), Y0
+	VMULPS       Y5, Y0, Y0
+	VBROADCASTSS 4(R10), Y1
+	VMULPS       Y5, Y1, Y1
+	VBROADCASTSS 8(R10), Y2
+	VMULPS       Y5, Y2, Y2
+	VBROADCASTSS 12(R10), Y3
+	VMULPS       Y5, Y3, Y3
+	VBROADCASTSS 16(R10), Y4
+	VMULPS       Y5, Y4, Y4
+	VBROADCASTSS 20(R10), Y6
+	VMULPS       Y5, Y6, Y5
+	VMOVUPS      (R9), Y6
+	VPAND        constsAVX2<>+1216(SB), Y6, Y6
+	VBROADCASTSS 24(R10), Y7
+	VFMADD231PS  Y6, Y7, Y0
+	VBROADCASTSS 28(R10), Y7
+	VFMADD231PS  Y6, Y7, Y1
+	VBROADCASTSS 32(R10), Y7
+	VFMADD231PS  Y6, Y7, Y2
+	VBROADCASTSS 36(R10), Y7
+	VFMADD231PS  Y6, Y7, Y3
+	VBROADCASTSS 40(R10), Y7
+	VFMADD231PS  Y6, Y7, Y4
+	VBROADCASTSS 44(R10), Y7
+	VFMADD231PS  Y6, Y7, Y5
+	ADDQ         DI, R9
+	ADDQ         $0x30, R10
+	DECQ         R12
+	JZ           vecs1_masked_rows6_store
+	JMP          vecs1_masked_rows6
+
+vecs1_masked_rows6_load:
+	MOVQ       AX, R13
+	VMOVDQU    (R11), Y0
+	VMASKMOVPS (R13), Y0, Y0
+	ADDQ       CX, R13
+	VMOVDQU    (R11), Y1
+	VMASKMOVPS (R13), Y1, Y1
+	ADDQ       CX, R13
+	VMOVDQU    (R11), Y2
+	VMASKMOVPS (R13), Y2, Y2
+	ADDQ       CX, R13
+	VMOVDQU    (R11), Y3
+	VMASKMOVPS (R13), Y3, Y3
+	ADDQ       CX, R13
+	VMOVDQU    (R11), Y4
+	VMASKMOVPS (R13), Y4, Y4
+	ADDQ       CX, R13
+	VMOVDQU    (R11), Y5
+	VMASKMOVPS (R13), Y5, Y5
+
+	// The k loop: a row of B, 6 broadcasts of A, 6 FMAs.
+vecs1_masked_rows6:
+	VMOVUPS      (R9), Y6
+	VPSLLD       $0x10, Y6, Y6
+	VBROADCASTSS (R10), Y7
+	VFMADD231PS  Y6, Y7, Y0
+	VBROADCASTSS 4(R10), Y7
+	VFMADD231PS  Y6, Y7, Y1
+	VBROADCASTSS 8(R10), Y7
+	VFMADD231PS  Y6, Y7, Y2
+	VBROADCASTSS 12(R10), Y7
+	VFMADD231PS  Y6, Y7, Y3
+	VBROADCASTSS 16(R10), Y7
+	VFMADD231PS  Y6, Y7, Y4
+	VBROADCASTSS 20(R10), Y7
+	VFMADD231PS  Y6, Y7, Y5
+	VMOVUPS      (R9), Y6
+	VPAND        constsAVX2<>+1216(SB), Y6, Y6
+	VBROADCASTSS 24(R10), Y7
+	VFMADD231PS  Y6, Y7, Y0
+	VBROADCASTSS 28(R10), Y7
+	VFMADD231PS  Y6, Y7, Y1
+	VBROADCASTSS 32(R10), Y7
+	VFMADD231PS  Y6, Y7, Y2
+	VBROADCASTSS 36(R10), Y7
+	VFMADD231PS  Y6, Y7, Y3
+	VBROADCASTSS 40(R10), Y7
+	VFMADD231PS  Y6, Y7, Y4
+	VBROADCASTSS 44(R10), Y7
+	VFMADD231PS  Y6, Y7, Y5
+	ADDQ         DI, R9
+	ADDQ         $0x30, R10
+	DECQ         R12
+	JNZ          vecs1_masked_rows6
+
+	// Store the tile row by row; cp ends one row past it.
+vecs1_masked_rows6_store:
+	VMOVDQU    (R11), Y6
+	VMASKMOVPS Y0, Y6, (AX)
+	ADDQ       CX, AX
+	VMOVDQU    (R11), Y0
+	VMASKMOVPS Y1, Y0, (AX)
+	ADDQ       CX, AX
+	VMOVDQU    (R11), Y0
+	VMASKMOVPS Y2, Y0, (AX)
+	ADDQ       CX, AX
+	VMOVDQU    (R11), Y0
+	VMASKMOVPS Y3, Y0, (AX)
+	ADDQ       CX, AX
+	VMOVDQU    (R11), Y0
+	VMASKMOVPS Y4, Y0, (AX)
+	ADDQ       CX, AX
+	VMOVDQU    (R11), Y0
+	VMASKMOVPS Y5, Y0, (AX)
+	ADDQ       CX, AX
+	LEAQ       (DX)(SI*2), DX
+	SUBQ       $0x06, R8
+	JMP        vecs1_masked_groups
+
+	// The last rows: 4 of them, if rows%6 has that bit.
+vecs1_masked_tail4:
+	TESTQ $0x00000004, R8
+	JZ    vecs1_masked_tail2
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, R9
+	MOVQ  k+56(FP), R10
+
+	// Tile of 4 rows × 1 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs1_masked_rows4_load
+	VMOVUPS      (SI), Y3
+	VPSLLD       $0x10, Y3, Y3
+	VBROADCASTSS (R9), Y0
+	VMULPS       Y3, Y0, Y0
+	VBROADCASTSS 4(R9), Y1
+	VMULPS       Y3, Y1, Y1
+	VBROADCASTSS 8(R9), Y2
+	VMULPS       Y3, Y2, Y2
+	VBROADCASTSS 12(R9), Y4
+	VMULPS       Y3, Y4, Y3
+	VMOVUPS      (SI), Y4
+	VPAND        constsAVX2<>+1216(SB), Y4, Y4
+	VBROADCASTSS 16(R9), Y5
+	VFMADD231PS  Y4, Y5, Y0
+	VBROADCASTSS 20(R9), Y5
+	VFMADD231PS  Y4, Y5, Y1
+	VBROADCASTSS 24(R9), Y5
+	VFMADD231PS  Y4, Y5, Y2
+	VBROADCASTSS 28(R9), Y5
+	VFMADD231PS  Y4, Y5, Y3
+	ADDQ         DI, SI
+	ADDQ         $0x20, R9
+	DECQ         R10
+	JZ           vecs1_masked_rows4_store
+	JMP          vecs1_masked_rows4
+
+vecs1_masked_rows4_load:
+	MOVQ       AX, R12
+	VMOVDQU    (R11), Y0
+	VMASKMOVPS (R12), Y0, Y0
+	ADDQ       CX, R12
+	VMOVDQU    (R11), Y1
+	VMASKMOVPS (R12), Y1, Y1
+	ADDQ       CX, R12
+	VMOVDQU    (R11), Y2
+	VMASKMOVPS (R12), Y2, Y2
+	ADDQ       CX, R12
+	VMOVDQU    (R11), Y3
+	VMASKMOVPS (R12), Y3, Y3
+
+	// The k loop: a row of B, 4 broadcasts of A, 4 FMAs.
+vecs1_masked_rows4:
+	VMOVUPS      (SI), Y4
+	VPSLLD       $0x10, Y4, Y4
+	VBROADCASTSS (R9), Y5
+	VFMADD231PS  Y4, Y5, Y0
+	VBROADCASTSS 4(R9), Y5
+	VFMADD231PS  Y4, Y5, Y1
+	VBROADCASTSS 8(R9), Y5
+	VFMADD231PS  Y4, Y5, Y2
+	VBROADCASTSS 12(R9), Y5
+	VFMADD231PS  Y4, Y5, Y3
+	VMOVUPS      (SI), Y4
+	VPAND        constsAVX2<>+1216(SB), Y4, Y4
+	VBROADCASTSS 16(R9), Y5
+	VFMADD231PS  Y4, Y5, Y0
+	VBROADCASTSS 20(R9), Y5
+	VFMADD231PS  Y4, Y5, Y1
+	VBROADCASTSS 24(R9), Y5
+	VFMADD231PS  Y4, Y5, Y2
+	VBROADCASTSS 28(R9), Y5
+	VFMADD231PS  Y4, Y5, Y3
+	ADDQ         DI, SI
+	ADDQ         $0x20, R9
+	DECQ         R10
+	JNZ          vecs1_masked_rows4
+
+	// Store the tile row by row; cp ends one row past it.
+vecs1_masked_rows4_store:
+	VMOVDQU    (R11), Y4
+	VMASKMOVPS Y0, Y4, (AX)
+	ADDQ       CX, AX
+	VMOVDQU    (R11), Y0
+	VMASKMOVPS Y1, Y0, (AX)
+	ADDQ       CX, AX
+	VMOVDQU    (R11), Y0
+	VMASKMOVPS Y2, Y0, (AX)
+	ADDQ       CX, AX
+	VMOVDQU    (R11), Y0
+	VMASKMOVPS Y3, Y0, (AX)
+	ADDQ       CX, AX
+	LEAQ       (DX)(BX*4), DX
+
+	// The last rows: 2 of them, if rows%6 has that bit.
+vecs1_masked_tail2:
+	TESTQ $0x00000002, R8
+	JZ    vecs1_masked_tail1
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, R9
+	MOVQ  k+56(FP), R10
+
+	// Tile of 2 rows × 1 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs1_masked_rows2_load
+	VMOVUPS      (SI), Y1
+	VPSLLD       $0x10, Y1, Y1
+	VBROADCASTSS (R9), Y0
+	VMULPS       Y1, Y0, Y0
+	VBROADCASTSS 4(R9), Y2
+	VMULPS       Y1, Y2, Y1
+	VMOVUPS      (SI), Y2
+	VPAND        constsAVX2<>+1216(SB), Y2, Y2
+	VBROADCASTSS 8(R9), Y3
+	VFMADD231PS  Y2, Y3, Y0
+	VBROADCASTSS 12(R9), Y3
+	VFMADD231PS  Y2, Y3, Y1
+	ADDQ         DI, SI
+	ADDQ         $0x10, R9
+	DECQ         R10
+	JZ           vecs1_masked_rows2_store
+	JMP          vecs1_masked_rows2
+
+vecs1_masked_rows2_load:
+	MOVQ       AX, R12
+	VMOVDQU    (R11), Y0
+	VMASKMOVPS (R12), Y0, Y0
+	ADDQ       CX, R12
+	VMOVDQU    (R11), Y1
+	VMASKMOVPS (R12), Y1, Y1
+
+	// The k loop: a row of B, 2 broadcasts of A, 2 FMAs.
+vecs1_masked_rows2:
+	VMOVUPS      (SI), Y2
+	VPSLLD       $0x10, Y2, Y2
+	VBROADCASTSS (R9), Y3
+	VFMADD231PS  Y2, Y3, Y0
+	VBROADCASTSS 4(R9), Y3
+	VFMADD231PS  Y2, Y3, Y1
+	VMOVUPS      (SI), Y2
+	VPAND        constsAVX2<>+1216(SB), Y2, Y2
+	VBROADCASTSS 8(R9), Y3
+	VFMADD231PS  Y2, Y3, Y0
+	VBROADCASTSS 12(R9), Y3
+	VFMADD231PS  Y2, Y3, Y1
+	ADDQ         DI, SI
+	ADDQ         $0x10, R9
+	DECQ         R10
+	JNZ          vecs1_masked_rows2
+
+	// Store the tile row by row; cp ends one row past it.
+vecs1_masked_rows2_store:
+	VMOVDQU    (R11), Y2
+	VMASKMOVPS Y0, Y2, (AX)
+	ADDQ       CX, AX
+	VMOVDQU    (R11), Y0
+	VMASKMOVPS Y1, Y0, (AX)
+	ADDQ       CX, AX
+	LEAQ       (DX)(BX*2), DX
+
+	// The last rows: 1 of them, if rows%6 has that bit.
+vecs1_masked_tail1:
+	TESTQ $0x00000001, R8
+	JZ    vecs1_masked_done
+	MOVQ  b+32(FP), SI
+	MOVQ  DX, R8
+	MOVQ  k+56(FP), R9
+
+	// Tile of 1 rows × 1 vectors: the first step of k multiplies, or the
+	// accumulators start at C.
+	CMPQ         acc+80(FP), $0x00
+	JNZ          vecs1_masked_rows1_load
+	VMOVUPS      (SI), Y0
+	VPSLLD       $0x10, Y0, Y0
+	VBROADCASTSS (R8), Y1
+	VMULPS       Y0, Y1, Y0
+	VMOVUPS      (SI), Y1
+	VPAND        constsAVX2<>+1216(SB), Y1, Y1
+	VBROADCASTSS 4(R8), Y2
+	VFMADD231PS  Y1, Y2, Y0
+	ADDQ         DI, SI
+	ADDQ         $0x08, R8
+	DECQ         R9
+	JZ           vecs1_masked_rows1_store
+	JMP          vecs1_masked_rows1
+
+vecs1_masked_rows1_load:
+	MOVQ       AX, R10
+	VMOVDQU    (R11), Y0
+	VMASKMOVPS (R10), Y0, Y0
+
+	// The k loop: a row of B, 1 broadcasts of A, 1 FMAs.
+vecs1_masked_rows1:
+	VMOVUPS      (SI), Y1
+	VPSLLD       $0x10, Y1, Y1
+	VBROADCASTSS (R8), Y2
+	VFMADD231PS  Y1, Y2, Y0
+	VMOVUPS      (SI), Y1
+	VPAND        constsAVX2<>+1216(SB), Y1, Y1
+	VBROADCASTSS 4(R8), Y2
+	VFMADD231PS  Y1, Y2, Y0
+	ADDQ         DI, SI
+	ADDQ         $0x08, R8
+	DECQ         R9
+	JNZ          vecs1_masked_rows1
+
+	// Store the tile row by row; cp ends one row past it.
+vecs1_masked_rows1_store:
+	VMOVDQU    (R11), Y1
+	VMASKMOVPS Y0, Y1, (AX)
+	ADDQ       CX, AX
+	ADDQ       BX, DX
+
+vecs1_masked_done:
+	VZEROUPPER
+	RET
+
 // func GemvWI8AVX2(c *float32, ldc int, a *float32, lda int, b *int8, ldb int, m int, k int, nv int, tail int, acc int, s *float32)
 // Requires: AVX, AVX2, CMOV, FMA3
 TEXT ·GemvWI8AVX2(SB), NOSPLIT, $0-96

@@ -80,6 +80,54 @@ func GemmWBF16AVX512(c *float32, ldc int, a *float32, lda int, b *uint16, ldb in
 //go:noescape
 func GemmWPairsAVX512(c *float32, ldc int, a *float32, lda int, b *uint32, ldb int, m int, k int, nv int, tail int, acc int)
 
+// GemmWPackedF16AVX512 is
+//
+//	for i := 0; i < m; i++ {
+//		for j := 0; j < (nv-1)*lanes+tail; j++ {
+//			c[i*ldc+j] = (acc != 0 ? c[i*ldc+j] : 0) + Σ_{p<k} A(i, p) · w(p, j)
+//
+// with w(p, j) = b[p*ldb+j] widened from float16.
+// nv in 1..4, tail in 1..16, m >= 0, k >= 1, strides in elements. B is
+// read in whole vectors, nv of them per row: a packed panel is padded to
+// its width. Nothing past column (nv-1)*lanes+tail of C is touched.
+// A is packed as GemmPacked reads it (kernels.PackA), k <= lda.
+//
+//go:noescape
+func GemmWPackedF16AVX512(c *float32, ldc int, a *float32, lda int, b *uint16, ldb int, m int, k int, nv int, tail int, acc int)
+
+// GemmWPackedBF16AVX512 is
+//
+//	for i := 0; i < m; i++ {
+//		for j := 0; j < (nv-1)*lanes+tail; j++ {
+//			c[i*ldc+j] = (acc != 0 ? c[i*ldc+j] : 0) + Σ_{p<k} A(i, p) · w(p, j)
+//
+// with w(p, j) = b[p*ldb+j] widened from bfloat16.
+// nv in 1..4, tail in 1..16, m >= 0, k >= 1, strides in elements. B is
+// read in whole vectors, nv of them per row: a packed panel is padded to
+// its width. Nothing past column (nv-1)*lanes+tail of C is touched.
+// A is packed as GemmPacked reads it (kernels.PackA), k <= lda.
+//
+//go:noescape
+func GemmWPackedBF16AVX512(c *float32, ldc int, a *float32, lda int, b *uint16, ldb int, m int, k int, nv int, tail int, acc int)
+
+// GemmWPairsPackedAVX512 is
+//
+//	for i := 0; i < m; i++ {
+//		for j := 0; j < (nv-1)*lanes+tail; j++ {
+//			c[i*ldc+j] = (acc != 0 ? c[i*ldc+j] : 0) + Σ_{p<k} A(i, 2p) · lo(b[p*ldb+j]) + A(i, 2p+1) · hi(b[p*ldb+j])
+//
+// with lo and hi the float32 values of a dword's low and high bfloat16,
+// the terms added in order of 2p, 2p+1 (the widened rows' Gemm). k counts
+// pairs; nv in 1..4, tail in 1..16, m >= 0, k >= 1, strides in elements
+// (lda in float32s, ldb in uint32s). B is read in whole vectors, nv of
+// them per pair row: a packed panel is padded to its width. Nothing past
+// column (nv-1)*lanes+tail of C is touched.
+// Register tile: 6 rows of A × nv vectors, as Gemm's.
+// A is packed as GemmPacked reads it (kernels.PackA), 2k <= lda.
+//
+//go:noescape
+func GemmWPairsPackedAVX512(c *float32, ldc int, a *float32, lda int, b *uint32, ldb int, m int, k int, nv int, tail int, acc int)
+
 // GemvWI8AVX512 is
 //
 //	for i := 0; i < m; i++ {

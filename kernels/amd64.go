@@ -23,6 +23,7 @@ var (
 		decodeScaleWidth: asm.DecodeScaleWidthAVX2, decodePairs: asm.DecodePairsAVX2,
 	}, x86Kernels{
 		gemm: asm.GemmAVX2, gemmPacked: asm.GemmPackedAVX2, gemmW16: [2]gemmW16Func{asm.GemmWF16AVX2, asm.GemmWBF16AVX2}, gemmWP: asm.GemmWPairsAVX2,
+		gemmWPacked16: [2]gemmW16Func{asm.GemmWPackedF16AVX2, asm.GemmWPackedBF16AVX2}, gemmWPPacked: asm.GemmWPairsPackedAVX2,
 		gemvWI8: asm.GemvWI8AVX2, gemvWI4: asm.GemvWI4AVX2, widenI4: asm.WidenWI4AVX2, widenI8: asm.WidenWI8AVX2,
 		pv: asm.PVAVX2, softmax: asm.SoftmaxAVX2, softmaxPairs: asm.SoftmaxPairsAVX2, softmaxRound: asm.SoftmaxRoundAVX2, scaleCols: asm.ScaleColumnsAVX2, bias: asm.ScoreBiasAVX2, exp: asm.ExpAVX2, tr: asm.TransposeScaleAVX2, tr32: asm.Transpose32AVX2,
 		dot: asm.DotAVX2, peak: asm.FMAPeakAVX2, prefetch: asm.PrefetchLinesAVX2,
@@ -44,6 +45,7 @@ var (
 		decodeScaleWidth: asm.DecodeScaleWidthAVX512, decodePairs: asm.DecodePairsAVX512,
 	}, x86Kernels{
 		gemm: asm.GemmAVX512, gemmPacked: asm.GemmPackedAVX512, gemmW16: [2]gemmW16Func{asm.GemmWF16AVX512, asm.GemmWBF16AVX512}, gemmWP: asm.GemmWPairsAVX512,
+		gemmWPacked16: [2]gemmW16Func{asm.GemmWPackedF16AVX512, asm.GemmWPackedBF16AVX512}, gemmWPPacked: asm.GemmWPairsPackedAVX512,
 		gemvWI8: asm.GemvWI8AVX512, gemvWI4: asm.GemvWI4AVX512, widenI4: asm.WidenWI4AVX512, widenI8: asm.WidenWI8AVX512,
 		pv: asm.PVAVX512, softmax: asm.SoftmaxAVX512, softmaxPairs: asm.SoftmaxPairsAVX512, softmaxRound: asm.SoftmaxRoundAVX512, scaleCols: asm.ScaleColumnsAVX512, bias: asm.ScoreBiasAVX512, exp: asm.ExpAVX512, tr: asm.TransposeScaleAVX512, tr32: asm.Transpose32AVX512,
 		dot: asm.DotAVX512, peak: asm.FMAPeakAVX512, prefetch: asm.PrefetchLinesAVX512,
@@ -134,32 +136,34 @@ type x86Params struct {
 
 // x86Kernels are one amd64 ISA's generated functions.
 type x86Kernels struct {
-	gemm         gemmFunc
-	gemmPacked   gemmFunc
-	gemmW16      [2]gemmW16Func // float16, bfloat16
-	gemmWP       gemmWPairsFunc // bfloat16 held in pairs
-	gemvWI8      gemmWI8Func
-	gemvWI4      gemvWI4Func
-	widenI4      widenWI4Func
-	widenI8      widenWI8Func
-	pv           pvFunc
-	softmax      softmaxFunc
-	scaleCols    scaleColumnsFunc
-	softmaxPairs softmaxPairsFunc
-	softmaxRound softmaxFunc
-	bias         biasFunc
-	exp          func(dst, src *float32, n int)
-	tr           func(dst *float32, ldd int, src *float32, lds int, nr, nc int, scale float32)
-	tr32         func(dst *uint32, ldd int, src *uint32, lds int, nr, nc int)
-	dot          func(s *float32, lds int, k *float32, ldk int, q *float32, ldq, rows, nk, nvec, tail int)
-	peak         func(iters int)
-	prefetch     func(p *float32, ld, rows, n int)
-	headScores   func(s *float32, lds int, q *float32, k *float32, ldk int, nk, heads, nvec int)
-	headScores16 [2]headScores16Func // float16, bfloat16
-	headPV       func(o *float32, ldo int, p *float32, ldp int, v *float32, ldv int, alpha *float32, nk, heads, nvec int)
-	headPV16     [2]headPV16Func
-	headScoresI8 func(s *float32, lds int, q *float32, k *int8, ldk int, ks *float32, ldks int, nk, heads, nblk int)
-	headPVI8     func(o *float32, ldo int, p *float32, ldp int, v *int8, ldv int, vs *float32, ldvs int, alpha *float32, nk, heads, nblk int)
+	gemm          gemmFunc
+	gemmPacked    gemmFunc
+	gemmW16       [2]gemmW16Func // float16, bfloat16
+	gemmWP        gemmWPairsFunc // bfloat16 held in pairs
+	gemmWPacked16 [2]gemmW16Func // gemmW16 on packed A (kernels.PackA)
+	gemmWPPacked  gemmWPairsFunc // gemmWP on packed A
+	gemvWI8       gemmWI8Func
+	gemvWI4       gemvWI4Func
+	widenI4       widenWI4Func
+	widenI8       widenWI8Func
+	pv            pvFunc
+	softmax       softmaxFunc
+	scaleCols     scaleColumnsFunc
+	softmaxPairs  softmaxPairsFunc
+	softmaxRound  softmaxFunc
+	bias          biasFunc
+	exp           func(dst, src *float32, n int)
+	tr            func(dst *float32, ldd int, src *float32, lds int, nr, nc int, scale float32)
+	tr32          func(dst *uint32, ldd int, src *uint32, lds int, nr, nc int)
+	dot           func(s *float32, lds int, k *float32, ldk int, q *float32, ldq, rows, nk, nvec, tail int)
+	peak          func(iters int)
+	prefetch      func(p *float32, ld, rows, n int)
+	headScores    func(s *float32, lds int, q *float32, k *float32, ldk int, nk, heads, nvec int)
+	headScores16  [2]headScores16Func // float16, bfloat16
+	headPV        func(o *float32, ldo int, p *float32, ldp int, v *float32, ldv int, alpha *float32, nk, heads, nvec int)
+	headPV16      [2]headPV16Func
+	headScoresI8  func(s *float32, lds int, q *float32, k *int8, ldk int, ks *float32, ldks int, nk, heads, nblk int)
+	headPVI8      func(o *float32, ldo int, p *float32, ldp int, v *int8, ldv int, vs *float32, ldvs int, alpha *float32, nk, heads, nblk int)
 
 	decodeF32        decodeF32Func
 	decodeF16, decBF decode16Func
@@ -184,6 +188,9 @@ func x86Set(name string, pr x86Params, k x86Kernels, requires ...cpuid.FeatureID
 		},
 		gemmW: func(c []float32, ldc int, a []float32, lda int, b WeightRows, m, n, kk int, accumulate bool) {
 			weightPanels(k.gemmW16, k.gemmWP, nil, lanes, maxNV, c, ldc, a, lda, b, m, n, kk, accumulate)
+		},
+		gemmWPacked: func(c []float32, ldc int, a []float32, lda int, b WeightRows, m, n, kk int, accumulate bool) {
+			weightPanels(k.gemmWPacked16, k.gemmWPPacked, nil, lanes, maxNV, c, ldc, a, lda, b, m, n, kk, accumulate)
 		},
 		pairsW: true,
 		gemvI8: func(c []float32, ldc int, a []float32, lda int, b WeightRows, m, n, kk int, accumulate bool) {

@@ -101,3 +101,26 @@ func (ks *Set) GemmPacked(c []float32, ldc int, a []float32, lda int, b []float3
 // HasGemmPacked reports whether ks runs GemmPacked on generated kernels,
 // where packing A pays for itself; elsewhere it is a Go loop.
 func (ks *Set) HasGemmPacked() bool { return ks.gemmPacked != nil }
+
+// HasGemmWPacked reports whether ks has GemmWPacked for 16-bit weights of
+// type t: the sets with GemmW's packed twins (amd64).
+func (ks *Set) HasGemmWPacked(t KVType) bool { return ks.gemmWPacked != nil && ks.HasGemmW(t) }
+
+// GemmWPacked is GemmW with A in the layout PackA writes (row stride lda
+// >= k): the same products in the same order, the same bits. Only sets
+// that HasGemmWPacked have it; calling it on another is a bug.
+func (ks *Set) GemmWPacked(c []float32, ldc int, a []float32, lda int, b WeightRows, m, n, k int, accumulate bool) {
+	if !ks.HasGemmWPacked(b.Type) {
+		panic(fmt.Sprintf("kernels: GemmWPacked: set %s has none for %v", ks.Name, b.Type))
+	}
+	if b.P != nil && (!ks.pairsW || k%2 != 0) {
+		panic(fmt.Sprintf("kernels: GemmWPacked: set %s: %d rows of bfloat16 pairs", ks.Name, k))
+	}
+	if m > 0 && n > 0 && k > 0 && lda < k {
+		panic(fmt.Sprintf("kernels: GemmWPacked: row stride %d below %d columns", lda, k))
+	}
+	if ks.weightsCall("GemmWPacked", c, ldc, a, lda, b, m, n, k, accumulate) {
+		checkInN("GemmWPacked", "a", a, m*lda)
+		ks.gemmWPacked(c, ldc, a, lda, b, m, n, k, accumulate)
+	}
+}

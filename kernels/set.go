@@ -72,6 +72,7 @@ type Set struct {
 	narrow        func(dst []uint16, src []float32, t KVType)                                                          // whole vectors; nil: Go
 	roundBF16     func(dst, src *float32, n int)                                                                       // whole vectors; nil: Go
 	gemmPacked    func(c []float32, ldc int, a []float32, lda int, b []float32, ldb int, m, n, k int, accumulate bool) // nil: GemmPacked in Go
+	gemmWPacked   gemmWKernel                                                                                          // GemmW on packed A; nil: none (HasGemmWPacked)
 	gemmW         gemmWKernel                                                                                          // nil: WidenWeights + Gemm
 	pairsW        bool                                                                                                 // gemmW reads bfloat16 weights held in pairs (WeightRows.P)
 	gemvI8        gemmWKernel                                                                                          // nil: fallback.GemvI8

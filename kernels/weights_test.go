@@ -79,12 +79,27 @@ func gemmWCase(t *testing.T, rng *rand.Rand, ks *Set, typ KVType, m, n, k int, a
 		}
 	}
 	want := append([]float32(nil), c...)
+	packed := append([]float32(nil), c...)
 	ks.Gemm(want, ldc, a, lda, wide, ld, m, n, k, accumulate)
 	ks.GemmW(c, ldc, a, lda, b, m, n, k, accumulate)
 	for i := range c {
 		if math.Float32bits(c[i]) != math.Float32bits(want[i]) {
 			t.Fatalf("%s GemmW %v (pairs %v) m=%d n=%d k=%d ld=%d acc=%v: c[%d][%d] = %v, Gemm on the widened weights %v",
 				ks, typ, paired, m, n, k, ld, accumulate, i/ldc, i%ldc, c[i], want[i])
+		}
+	}
+	if !ks.HasGemmWPacked(typ) {
+		return
+	}
+	// Its packed twin on A packed (against an unreadable page): the same bits.
+	ap, f5 := guarded(t, m*k, !atEnd)
+	defer f5()
+	PackA(ap, k, a, lda, m, k)
+	ks.GemmWPacked(packed, ldc, ap, k, b, m, n, k, accumulate)
+	for i := range packed {
+		if math.Float32bits(packed[i]) != math.Float32bits(want[i]) {
+			t.Fatalf("%s GemmWPacked %v (pairs %v) m=%d n=%d k=%d ld=%d acc=%v: c[%d][%d] = %v, Gemm on the widened weights %v",
+				ks, typ, paired, m, n, k, ld, accumulate, i/ldc, i%ldc, packed[i], want[i])
 		}
 	}
 }

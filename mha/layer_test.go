@@ -83,7 +83,7 @@ func TestLayerForward(t *testing.T) {
 		{LayerConfig{DModel: 40, Heads: 4, KVHeads: 1, HeadDim: 12, ValueDim: 7}, 2, 9, 9, Options{Causal: true, Window: 4, Softcap: 3}, true},
 		{LayerConfig{DModel: 300, Heads: 3, HeadDim: 33}, 1, 65, 65, Options{Causal: true}, true},
 		{LayerConfig{DModel: 256, Heads: 4, HeadDim: 64}, 2, 19, 19, Options{}, true}, // every projection on packed A (N >= 256, 38 rows)
-		{LayerConfig{DModel: 24, Heads: 2, HeadDim: 5}, 3, 11, 29, Options{}, true}, // cross
+		{LayerConfig{DModel: 24, Heads: 2, HeadDim: 5}, 3, 11, 29, Options{}, true},   // cross
 	}
 	for _, c := range cases {
 		for _, e := range engines {

@@ -32,11 +32,16 @@ type PackedA struct {
 
 // packs reports whether g's items read A packed on ks: a set with the
 // GemmPacked kernel, float32 arithmetic on weights the items multiply
-// with Gemm (float32, or int8 and int4 widened a block at a time), more
-// rows than a GEMV's and enough columns to pay for the copy.
+// with Gemm (float32, or int8 and int4 widened a block at a time) or
+// with GemmW where the set has its packed twin (16-bit), more rows than a
+// GEMV's and enough columns to pay for the copy.
 func (g *Gemm) packs(ks *kernels.Set) bool {
 	switch g.B.Type {
 	case fallback.KVFloat32, fallback.KVInt8, fallback.KVInt4:
+	case fallback.KVFloat16, fallback.KVBFloat16:
+		if !ks.HasGemmWPacked(g.B.Type) || (g.B.P != nil && !ks.PairsWeights()) {
+			return false
+		}
 	default:
 		return false
 	}

@@ -12,19 +12,21 @@ import (
 // items in any order) gives the bits of the same Gemm reading A in place,
 // over row tails, several row blocks, a last slab narrower than the
 // depth, A rows wider than K, a bias, and every weight type packing
-// serves; on sets with GemmPacked it packs wherever packs says so.
+// serves (bfloat16 in pairs where the set reads them so); on sets with
+// the packed kernels it packs wherever packs says so.
 func TestGemmPackedA(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 71))
 	shapes := []struct{ m, n, k, lda int }{
 		{7, 256, 3, 3}, {11, 300, 513, 520}, {73, 257, 1030, 1030}, {150, 256, 600, 601}, {301, 512, 70, 75},
 	}
-	types := []fallback.KVType{fallback.KVFloat32, fallback.KVInt8, fallback.KVInt4, fallback.KVFloat16}
+	types := []fallback.KVType{fallback.KVFloat32, fallback.KVInt8, fallback.KVInt4, fallback.KVFloat16, fallback.KVBFloat16}
 	for _, ks := range kernels.Available() {
 		t.Run(ks.Name, func(t *testing.T) {
 			cols := PanelCols(ks)
 			for _, s := range shapes {
 				for _, typ := range types {
 					w := PackWeights(Matrix{F32: randoms(rng, s.k*s.n), RowStride: s.n, ColStride: 1}, s.k, s.n, cols, typ)
+					w.PairRows(ks) // bfloat16 in pairs where the set reads them so, as a layer holds them
 					a := randoms(rng, (s.m-1)*s.lda+s.k)
 					var bias []float32
 					if rng.IntN(2) == 0 {
@@ -39,7 +41,11 @@ func TestGemmPackedA(t *testing.T) {
 					pg.C = make([]float32, s.m*s.n)
 					var buf PackedA
 					pk := pg.PackA(ks, &buf)
-					if want := ks.HasGemmPacked() && typ != fallback.KVFloat16; (pk.Items() > 0) != want {
+					want := ks.HasGemmPacked()
+					if typ == fallback.KVFloat16 || typ == fallback.KVBFloat16 {
+						want = ks.HasGemmWPacked(typ)
+					}
+					if (pk.Items() > 0) != want {
 						t.Fatalf("%s %+v %v: PackA gave %d items", ks, s, typ, pk.Items())
 					}
 					for it := pk.Items() - 1; it >= 0; it-- {

@@ -277,6 +277,10 @@ func (g *Gemm) gemmPanel(ks *kernels.Set, ws *Workspace, c, a []float32, lda, pa
 	case b.Type == fallback.KVInt4 && mc <= gemvRows:
 		ks.GemvI4(c, g.LDC, a, lda, b, mc, nw, kc, accumulate)
 	case ks.HasGemmW(b.Type) && (b.P == nil || ks.PairsWeights()):
+		if packed {
+			ks.GemmWPacked(c, g.LDC, a, lda, b, mc, nw, kc, accumulate)
+			break
+		}
 		ks.GemmW(c, g.LDC, a, lda, b, mc, nw, kc, accumulate)
 	default:
 		ws.wb = grow(ws.wb, kc*b.Ld)

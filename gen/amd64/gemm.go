@@ -105,19 +105,28 @@ func (g *gen) gemmPacked() {
 // groups, where widening in registers repeated the sign extension,
 // conversion and scaling for every group of 6 rows; the layer's forward
 // with int8 weights ran at 0.85 of float32's speed that way, 0.95 now.)
-func (g *gen) gemmW(e elem) {
+func (g *gen) gemmW(e elem, packed bool) {
 	x := g.isa
-	g.fn("GemmW"+e.name(), fmt.Sprintf("func(c *float32, ldc int, a *float32, lda int, b %s, ldb int, m, k, nv, tail, acc int)", e.goType()),
+	name, aDoc := "GemmW"+e.name(), "a[i*lda+p]"
+	if packed {
+		name, aDoc = "GemmWPacked"+e.name(), "A(i, p)"
+	}
+	doc := []string{
 		"",
 		"\tfor i := 0; i < m; i++ {",
 		"\t\tfor j := 0; j < (nv-1)*lanes+tail; j++ {",
-		"\t\t\tc[i*ldc+j] = (acc != 0 ? c[i*ldc+j] : 0) + Σ_{p<k} a[i*lda+p] · w(p, j)",
+		"\t\t\tc[i*ldc+j] = (acc != 0 ? c[i*ldc+j] : 0) + Σ_{p<k} " + aDoc + " · w(p, j)",
 		"",
 		fmt.Sprintf("with w(p, j) = b[p*ldb+j] widened from %s.", map[elem]string{f16: "float16", bf16: "bfloat16"}[e]),
 		fmt.Sprintf("nv in 1..%d, tail in 1..%d, m >= 0, k >= 1, strides in elements. B is", x.nv, x.lanes),
 		"read in whole vectors, nv of them per row: a packed panel is padded to",
-		"its width. Nothing past column (nv-1)*lanes+tail of C is touched.")
+		"its width. Nothing past column (nv-1)*lanes+tail of C is touched."}
+	if packed {
+		doc = append(doc, "A is packed as GemmPacked reads it (kernels.PackA), k <= lda.")
+	}
+	g.fn(name, fmt.Sprintf("func(c *float32, ldc int, a *float32, lda int, b %s, ldb int, m, k, nv, tail, acc int)", e.goType()), doc...)
 	r := g.gemmParams(e, x.mk)
+	r.packed = packed
 	rows := g.param("m")
 	g.panelRows(rows, &r.tailRegs, func(mr, nv int, masked bool, l string) { g.gemmBlock(r, mr, nv, masked, l) })
 }
@@ -169,8 +178,8 @@ func (g *gen) gemmBlock(r gemmRegs, mr, nv int, masked bool, lbl string) {
 		if r.pairs {
 			lo, hi := g.pairSteps(bp)
 			g.broadcastStep(lo, nv, at, acc, first)
-			g.broadcastStep(hi, nv, func(i int) operand.Mem { return at(i).Offset(4) }, acc, false)
-			adv = 8
+			g.broadcastStep(hi, nv, func(i int) operand.Mem { return r.aAt(aa, i, 1, mr) }, acc, false)
+			adv = 2 * r.aStep(mr)
 		} else {
 			g.broadcastStep(load, nv, at, acc, first)
 		}

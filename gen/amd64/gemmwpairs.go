@@ -21,13 +21,17 @@ import (
 // gemmWPairs emits GemmWPairs<ISA>: Gemm with B a block of packed
 // bfloat16 weights held in pairs, in Gemm's order (the same bits as Gemm
 // on the widened rows).
-func (g *gen) gemmWPairs() {
+func (g *gen) gemmWPairs(packed bool) {
 	x := g.isa
-	g.fn("GemmWPairs", "func(c *float32, ldc int, a *float32, lda int, b *uint32, ldb int, m, k, nv, tail, acc int)",
+	name, a0, a1 := "GemmWPairs", "a[i*lda+2p]", "a[i*lda+2p+1]"
+	if packed {
+		name, a0, a1 = "GemmWPairsPacked", "A(i, 2p)", "A(i, 2p+1)"
+	}
+	doc := []string{
 		"",
 		"\tfor i := 0; i < m; i++ {",
 		"\t\tfor j := 0; j < (nv-1)*lanes+tail; j++ {",
-		"\t\t\tc[i*ldc+j] = (acc != 0 ? c[i*ldc+j] : 0) + Σ_{p<k} a[i*lda+2p] · lo(b[p*ldb+j]) + a[i*lda+2p+1] · hi(b[p*ldb+j])",
+		"\t\t\tc[i*ldc+j] = (acc != 0 ? c[i*ldc+j] : 0) + Σ_{p<k} " + a0 + " · lo(b[p*ldb+j]) + " + a1 + " · hi(b[p*ldb+j])",
 		"",
 		"with lo and hi the float32 values of a dword's low and high bfloat16,",
 		"the terms added in order of 2p, 2p+1 (the widened rows' Gemm). k counts",
@@ -35,9 +39,14 @@ func (g *gen) gemmWPairs() {
 		"(lda in float32s, ldb in uint32s). B is read in whole vectors, nv of",
 		"them per pair row: a packed panel is padded to its width. Nothing past",
 		"column (nv-1)*lanes+tail of C is touched.",
-		fmt.Sprintf("Register tile: %d rows of A × nv vectors, as Gemm's.", x.mk))
+		fmt.Sprintf("Register tile: %d rows of A × nv vectors, as Gemm's.", x.mk)}
+	if packed {
+		doc = append(doc, "A is packed as GemmPacked reads it (kernels.PackA), 2k <= lda.")
+	}
+	g.fn(name, "func(c *float32, ldc int, a *float32, lda int, b *uint32, ldb int, m, k, nv, tail, acc int)", doc...)
 	r := g.gemmParams(f32, x.mk) // ldb: uint32s, shifted to bytes as float32's
 	r.pairs = true
+	r.packed = packed
 	rows := g.param("m")
 	g.panelRows(rows, &r.tailRegs, func(mr, nv int, masked bool, l string) { g.gemmBlock(r, mr, nv, masked, l) })
 }

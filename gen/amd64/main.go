@@ -47,10 +47,12 @@ func generate(x isa, dir string) error {
 	g := newGen(c, x)
 	g.gemm()
 	g.gemmPacked()
-	for _, e := range []elem{f16, bf16} {
-		g.gemmW(e)
+	for _, packed := range []bool{false, true} {
+		for _, e := range []elem{f16, bf16} {
+			g.gemmW(e, packed)
+		}
+		g.gemmWPairs(packed)
 	}
-	g.gemmWPairs()
 	g.gemvI8()
 	g.gemvI4()
 	g.widenW(false)
