@@ -21,9 +21,10 @@ func toBHSD[T any](x []T, B, S, H, d int) []T {
 	return y
 }
 
-// TestRegroup: a BSHD prefill whose K/V rows alias runs on a heads-major
-// copy of K and V (tile.Regroup), and gives bit for bit what the same call
-// in BHSD gives, on every set, storage type and option, V inside K too.
+// TestRegroup: a BSHD prefill runs on a heads-major copy of K and V
+// (tile.Regroup), at strides that alias and strides that do not, and
+// gives bit for bit what the same call in BHSD gives, on every set,
+// storage type and option, V inside K too.
 func TestRegroup(t *testing.T) {
 	rng := rand.New(rand.NewPCG(73, 74))
 	for _, c := range []struct {
@@ -31,7 +32,9 @@ func TestRegroup(t *testing.T) {
 		hkv, dk, dv int
 		vink        bool
 	}{{Float32, 8, 128, 128, false}, {Float32, 4, 256, 64, false}, {Float32, 8, 128, 96, true},
-		{BFloat16, 16, 128, 128, false}, {Float16, 8, 256, 200, false}, {Int8, 8, 512, 512, false}, {Int8, 4, 1024, 512, true}} {
+		{BFloat16, 16, 128, 128, false}, {Float16, 8, 256, 200, false}, {Int8, 8, 512, 512, false}, {Int8, 4, 1024, 512, true},
+		{Float32, 6, 64, 48, true}, {BFloat16, 5, 64, 64, false}} { // strides that do not alias: 1.5 and 0.625 KiB
+
 		if !longTests() && c.t != BFloat16 && !c.vink { // emulators: the 16-bit case and the two with V in K
 			continue
 		}

@@ -19,6 +19,21 @@ import (
 // walk contiguous heads. The copy is one pass over K and V, against
 // QLen/rows-per-item passes of the walk.
 
+// regroupAnyStride: the copy pays at strides that do not alias too. A
+// 64-byte column of a KV block whose rows lie a head's stride apart falls
+// in 64/gcd(stride/64, 64) of L1's 64 sets: 2 at 2 KiB, 4 at 1 and 3 KiB,
+// 8 at 1.5 KiB, 16 at 1.25 KiB, where a 256-key block needs far more
+// lines than those sets' 8 ways hold, and each of QK's and PV's panel
+// passes reads it from L2 again. On Zen 3, one thread, three alternated
+// rounds, % of the FMA peak in place → regrouped: 1,8,8,2048,2048,64
+// (2 KiB) full 52–58 → 63–64, causal 49–52 → 57–63; 1,8,8,512,512,64
+// full 54–56 → 57–60; 1,4,4,2048,2048,64 (1 KiB) full 57–67 → 63–65,
+// causal 50–55 → 56–59; 1,12,12,1024,1024,64 (3 KiB) full 55–56 → 60–63;
+// 1,6,6,2048,2048,64 (1.5 KiB) full 59–60 → 59–68, causal 54–57 → 57–69;
+// 1,5,5,2048,2048,64 (1.25 KiB) full 57–61 → 60–65, causal 47–57 → 58–60;
+// 1,10,10,1024,1024,128 (5 KiB) level; float16 K/V at 2 KiB full 48–56
+// → 62, int8 level.
+
 // regroupMinRows is the fewest query rows for which the copy pays: the
 // walk's passes over K and V number about QLen/64 (an item's rows), the
 // copy is one read and one write of them.
@@ -28,9 +43,9 @@ const regroupMinRows = 256
 const regroupKeys = 64
 
 // Regroups reports whether p's K and V are worth copying heads-major
-// before its flash items run (Regroup): BSHD K/V whose rows alias in the
-// caches (see aliasBytes), several KV heads, enough query rows, and not a
-// split decode; or, in the bfloat16 mode, K/V not stored as bfloat16 that
+// before its flash items run (Regroup): BSHD K/V of several KV heads
+// (whatever the stride: see regroupAnyStride), enough query rows, and not
+// a split decode; or, in the bfloat16 mode, K/V not stored as bfloat16 that
 // more than one item per KV head would each round (rounds), or V that
 // they would each pair (pairsInPlace).
 func Regroups(p *Problem) bool {
@@ -40,11 +55,7 @@ func Regroups(p *Problem) bool {
 	if rounds(p) || pairsInPlace(p) {
 		return true
 	}
-	if p.KVHeadsMajor || p.KVHeads == 1 || p.QLen < regroupMinRows {
-		return false
-	}
-	_, ld := p.kvRow(0, 0, 0, fallback.StoredWidth(p.KVType, p.HeadDim))
-	return ld*kvSize(p.KVType)%aliasBytes == 0
+	return !p.KVHeadsMajor && p.KVHeads > 1 && p.QLen >= regroupMinRows
 }
 
 // rounds reports whether a Regroup of p also rounds K and V to bfloat16
