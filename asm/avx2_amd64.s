@@ -60746,7 +60746,7 @@ vecs2_whole_rows6_noscale:
 	CMPQ R9, $0x04
 	JLT  vecs2_whole_rows6_rest
 
-vecs2_whole_rows6_keys4:
+vecs2_whole_rows6_steps4:
 	VMOVUPS      (R10), Y12
 	VMOVUPS      32(R10), Y13
 	VBROADCASTSS (R11), Y14
@@ -60837,7 +60837,7 @@ vecs2_whole_rows6_keys4:
 	ADDQ         BX, R11
 	SUBQ         $0x04, R9
 	CMPQ         R9, $0x04
-	JGE          vecs2_whole_rows6_keys4
+	JGE          vecs2_whole_rows6_steps4
 
 vecs2_whole_rows6_rest:
 	TESTQ R9, R9
@@ -60939,7 +60939,7 @@ vecs2_whole_rows4_noscale:
 	CMPQ R9, $0x04
 	JLT  vecs2_whole_rows4_rest
 
-vecs2_whole_rows4_keys4:
+vecs2_whole_rows4_steps4:
 	VMOVUPS      (R10), Y8
 	VMOVUPS      32(R10), Y9
 	VBROADCASTSS (R11), Y10
@@ -61006,7 +61006,7 @@ vecs2_whole_rows4_keys4:
 	ADDQ         BX, R11
 	SUBQ         $0x04, R9
 	CMPQ         R9, $0x04
-	JGE          vecs2_whole_rows4_keys4
+	JGE          vecs2_whole_rows4_steps4
 
 vecs2_whole_rows4_rest:
 	TESTQ R9, R9
@@ -61082,7 +61082,7 @@ vecs2_whole_rows2_noscale:
 	CMPQ R9, $0x04
 	JLT  vecs2_whole_rows2_rest
 
-vecs2_whole_rows2_keys4:
+vecs2_whole_rows2_steps4:
 	VMOVUPS      (R10), Y4
 	VMOVUPS      32(R10), Y5
 	VBROADCASTSS (R11), Y6
@@ -61125,7 +61125,7 @@ vecs2_whole_rows2_keys4:
 	ADDQ         BX, R11
 	SUBQ         $0x04, R9
 	CMPQ         R9, $0x04
-	JGE          vecs2_whole_rows2_keys4
+	JGE          vecs2_whole_rows2_steps4
 
 vecs2_whole_rows2_rest:
 	TESTQ R9, R9
@@ -61183,7 +61183,7 @@ vecs2_whole_rows1_noscale:
 	CMPQ DI, $0x04
 	JLT  vecs2_whole_rows1_rest
 
-vecs2_whole_rows1_keys4:
+vecs2_whole_rows1_steps4:
 	VMOVUPS      (R8), Y2
 	VMOVUPS      32(R8), Y3
 	VBROADCASTSS (R9), Y4
@@ -61214,7 +61214,7 @@ vecs2_whole_rows1_keys4:
 	ADDQ         BX, R9
 	SUBQ         $0x04, DI
 	CMPQ         DI, $0x04
-	JGE          vecs2_whole_rows1_keys4
+	JGE          vecs2_whole_rows1_steps4
 
 vecs2_whole_rows1_rest:
 	TESTQ DI, DI
@@ -61290,7 +61290,7 @@ vecs1_whole_rows6_noscale:
 	CMPQ R9, $0x04
 	JLT  vecs1_whole_rows6_rest
 
-vecs1_whole_rows6_keys4:
+vecs1_whole_rows6_steps4:
 	VMOVUPS      (R10), Y6
 	VBROADCASTSS (R11), Y7
 	VFMADD231PS  Y6, Y7, Y0
@@ -61353,7 +61353,7 @@ vecs1_whole_rows6_keys4:
 	ADDQ         BX, R11
 	SUBQ         $0x04, R9
 	CMPQ         R9, $0x04
-	JGE          vecs1_whole_rows6_keys4
+	JGE          vecs1_whole_rows6_steps4
 
 vecs1_whole_rows6_rest:
 	TESTQ R9, R9
@@ -61434,7 +61434,7 @@ vecs1_whole_rows4_noscale:
 	CMPQ R9, $0x04
 	JLT  vecs1_whole_rows4_rest
 
-vecs1_whole_rows4_keys4:
+vecs1_whole_rows4_steps4:
 	VMOVUPS      (R10), Y4
 	VBROADCASTSS (R11), Y5
 	VFMADD231PS  Y4, Y5, Y0
@@ -61481,7 +61481,7 @@ vecs1_whole_rows4_keys4:
 	ADDQ         BX, R11
 	SUBQ         $0x04, R9
 	CMPQ         R9, $0x04
-	JGE          vecs1_whole_rows4_keys4
+	JGE          vecs1_whole_rows4_steps4
 
 vecs1_whole_rows4_rest:
 	TESTQ R9, R9
@@ -61544,7 +61544,7 @@ vecs1_whole_rows2_noscale:
 	CMPQ R9, $0x04
 	JLT  vecs1_whole_rows2_rest
 
-vecs1_whole_rows2_keys4:
+vecs1_whole_rows2_steps4:
 	VMOVUPS      (R10), Y2
 	VBROADCASTSS (R11), Y3
 	VFMADD231PS  Y2, Y3, Y0
@@ -61575,7 +61575,7 @@ vecs1_whole_rows2_keys4:
 	ADDQ         BX, R11
 	SUBQ         $0x04, R9
 	CMPQ         R9, $0x04
-	JGE          vecs1_whole_rows2_keys4
+	JGE          vecs1_whole_rows2_steps4
 
 vecs1_whole_rows2_rest:
 	TESTQ R9, R9
@@ -61626,7 +61626,7 @@ vecs1_whole_rows1_noscale:
 	CMPQ DI, $0x04
 	JLT  vecs1_whole_rows1_rest
 
-vecs1_whole_rows1_keys4:
+vecs1_whole_rows1_steps4:
 	VMOVUPS      (R8), Y1
 	VBROADCASTSS (R9), Y2
 	VFMADD231PS  Y1, Y2, Y0
@@ -61649,7 +61649,7 @@ vecs1_whole_rows1_keys4:
 	ADDQ         BX, R9
 	SUBQ         $0x04, DI
 	CMPQ         DI, $0x04
-	JGE          vecs1_whole_rows1_keys4
+	JGE          vecs1_whole_rows1_steps4
 
 vecs1_whole_rows1_rest:
 	TESTQ DI, DI
@@ -61740,7 +61740,7 @@ vecs2_masked_rows6_noscale:
 	CMPQ R9, $0x04
 	JLT  vecs2_masked_rows6_rest
 
-vecs2_masked_rows6_keys4:
+vecs2_masked_rows6_steps4:
 	VMOVUPS      (R10), Y12
 	VMOVDQU      (R11), Y13
 	VMASKMOVPS   32(R10), Y13, Y13
@@ -61835,7 +61835,7 @@ vecs2_masked_rows6_keys4:
 	ADDQ         BX, R12
 	SUBQ         $0x04, R9
 	CMPQ         R9, $0x04
-	JGE          vecs2_masked_rows6_keys4
+	JGE          vecs2_masked_rows6_steps4
 
 vecs2_masked_rows6_rest:
 	TESTQ R9, R9
@@ -61948,7 +61948,7 @@ vecs2_masked_rows4_noscale:
 	CMPQ R9, $0x04
 	JLT  vecs2_masked_rows4_rest
 
-vecs2_masked_rows4_keys4:
+vecs2_masked_rows4_steps4:
 	VMOVUPS      (R10), Y8
 	VMOVDQU      (R11), Y9
 	VMASKMOVPS   32(R10), Y9, Y9
@@ -62019,7 +62019,7 @@ vecs2_masked_rows4_keys4:
 	ADDQ         BX, R12
 	SUBQ         $0x04, R9
 	CMPQ         R9, $0x04
-	JGE          vecs2_masked_rows4_keys4
+	JGE          vecs2_masked_rows4_steps4
 
 vecs2_masked_rows4_rest:
 	TESTQ R9, R9
@@ -62102,7 +62102,7 @@ vecs2_masked_rows2_noscale:
 	CMPQ R9, $0x04
 	JLT  vecs2_masked_rows2_rest
 
-vecs2_masked_rows2_keys4:
+vecs2_masked_rows2_steps4:
 	VMOVUPS      (R10), Y4
 	VMOVDQU      (R11), Y5
 	VMASKMOVPS   32(R10), Y5, Y5
@@ -62149,7 +62149,7 @@ vecs2_masked_rows2_keys4:
 	ADDQ         BX, R12
 	SUBQ         $0x04, R9
 	CMPQ         R9, $0x04
-	JGE          vecs2_masked_rows2_keys4
+	JGE          vecs2_masked_rows2_steps4
 
 vecs2_masked_rows2_rest:
 	TESTQ R9, R9
@@ -62211,7 +62211,7 @@ vecs2_masked_rows1_noscale:
 	CMPQ DI, $0x04
 	JLT  vecs2_masked_rows1_rest
 
-vecs2_masked_rows1_keys4:
+vecs2_masked_rows1_steps4:
 	VMOVUPS      (R8), Y2
 	VMOVDQU      (R11), Y3
 	VMASKMOVPS   32(R8), Y3, Y3
@@ -62246,7 +62246,7 @@ vecs2_masked_rows1_keys4:
 	ADDQ         BX, R9
 	SUBQ         $0x04, DI
 	CMPQ         DI, $0x04
-	JGE          vecs2_masked_rows1_keys4
+	JGE          vecs2_masked_rows1_steps4
 
 vecs2_masked_rows1_rest:
 	TESTQ DI, DI
@@ -62330,7 +62330,7 @@ vecs1_masked_rows6_noscale:
 	CMPQ R9, $0x04
 	JLT  vecs1_masked_rows6_rest
 
-vecs1_masked_rows6_keys4:
+vecs1_masked_rows6_steps4:
 	VMOVDQU      (R11), Y6
 	VMASKMOVPS   (R10), Y6, Y6
 	VBROADCASTSS (R12), Y7
@@ -62397,7 +62397,7 @@ vecs1_masked_rows6_keys4:
 	ADDQ         BX, R12
 	SUBQ         $0x04, R9
 	CMPQ         R9, $0x04
-	JGE          vecs1_masked_rows6_keys4
+	JGE          vecs1_masked_rows6_steps4
 
 vecs1_masked_rows6_rest:
 	TESTQ R9, R9
@@ -62489,7 +62489,7 @@ vecs1_masked_rows4_noscale:
 	CMPQ R9, $0x04
 	JLT  vecs1_masked_rows4_rest
 
-vecs1_masked_rows4_keys4:
+vecs1_masked_rows4_steps4:
 	VMOVDQU      (R11), Y4
 	VMASKMOVPS   (R10), Y4, Y4
 	VBROADCASTSS (R12), Y5
@@ -62540,7 +62540,7 @@ vecs1_masked_rows4_keys4:
 	ADDQ         BX, R12
 	SUBQ         $0x04, R9
 	CMPQ         R9, $0x04
-	JGE          vecs1_masked_rows4_keys4
+	JGE          vecs1_masked_rows4_steps4
 
 vecs1_masked_rows4_rest:
 	TESTQ R9, R9
@@ -62610,7 +62610,7 @@ vecs1_masked_rows2_noscale:
 	CMPQ R9, $0x04
 	JLT  vecs1_masked_rows2_rest
 
-vecs1_masked_rows2_keys4:
+vecs1_masked_rows2_steps4:
 	VMOVDQU      (R11), Y2
 	VMASKMOVPS   (R10), Y2, Y2
 	VBROADCASTSS (R12), Y3
@@ -62645,7 +62645,7 @@ vecs1_masked_rows2_keys4:
 	ADDQ         BX, R12
 	SUBQ         $0x04, R9
 	CMPQ         R9, $0x04
-	JGE          vecs1_masked_rows2_keys4
+	JGE          vecs1_masked_rows2_steps4
 
 vecs1_masked_rows2_rest:
 	TESTQ R9, R9
@@ -62700,7 +62700,7 @@ vecs1_masked_rows1_noscale:
 	CMPQ DI, $0x04
 	JLT  vecs1_masked_rows1_rest
 
-vecs1_masked_rows1_keys4:
+vecs1_masked_rows1_steps4:
 	VMOVDQU      (R11), Y1
 	VMASKMOVPS   (R8), Y1, Y1
 	VBROADCASTSS (R9), Y2
@@ -62727,7 +62727,7 @@ vecs1_masked_rows1_keys4:
 	ADDQ         BX, R9
 	SUBQ         $0x04, DI
 	CMPQ         DI, $0x04
-	JGE          vecs1_masked_rows1_keys4
+	JGE          vecs1_masked_rows1_steps4
 
 vecs1_masked_rows1_rest:
 	TESTQ DI, DI

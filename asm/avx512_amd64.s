@@ -98725,7 +98725,7 @@ vecs4_whole_rows6_noscale:
 	CMPQ R9, $0x04
 	JLT  vecs4_whole_rows6_rest
 
-vecs4_whole_rows6_keys4:
+vecs4_whole_rows6_steps4:
 	VMOVUPS      (R10), Z24
 	VMOVUPS      64(R10), Z25
 	VMOVUPS      128(R10), Z26
@@ -98872,7 +98872,7 @@ vecs4_whole_rows6_keys4:
 	ADDQ         BX, R11
 	SUBQ         $0x04, R9
 	CMPQ         R9, $0x04
-	JGE          vecs4_whole_rows6_keys4
+	JGE          vecs4_whole_rows6_steps4
 
 vecs4_whole_rows6_rest:
 	TESTQ R9, R9
@@ -99016,7 +99016,7 @@ vecs4_whole_rows4_noscale:
 	CMPQ R9, $0x04
 	JLT  vecs4_whole_rows4_rest
 
-vecs4_whole_rows4_keys4:
+vecs4_whole_rows4_steps4:
 	VMOVUPS      (R10), Z16
 	VMOVUPS      64(R10), Z17
 	VMOVUPS      128(R10), Z18
@@ -99123,7 +99123,7 @@ vecs4_whole_rows4_keys4:
 	ADDQ         BX, R11
 	SUBQ         $0x04, R9
 	CMPQ         R9, $0x04
-	JGE          vecs4_whole_rows4_keys4
+	JGE          vecs4_whole_rows4_steps4
 
 vecs4_whole_rows4_rest:
 	TESTQ R9, R9
@@ -99225,7 +99225,7 @@ vecs4_whole_rows2_noscale:
 	CMPQ R9, $0x04
 	JLT  vecs4_whole_rows2_rest
 
-vecs4_whole_rows2_keys4:
+vecs4_whole_rows2_steps4:
 	VMOVUPS      (R10), Z8
 	VMOVUPS      64(R10), Z9
 	VMOVUPS      128(R10), Z10
@@ -99292,7 +99292,7 @@ vecs4_whole_rows2_keys4:
 	ADDQ         BX, R11
 	SUBQ         $0x04, R9
 	CMPQ         R9, $0x04
-	JGE          vecs4_whole_rows2_keys4
+	JGE          vecs4_whole_rows2_steps4
 
 vecs4_whole_rows2_rest:
 	TESTQ R9, R9
@@ -99364,7 +99364,7 @@ vecs4_whole_rows1_noscale:
 	CMPQ DI, $0x04
 	JLT  vecs4_whole_rows1_rest
 
-vecs4_whole_rows1_keys4:
+vecs4_whole_rows1_steps4:
 	VMOVUPS      (R8), Z4
 	VMOVUPS      64(R8), Z5
 	VMOVUPS      128(R8), Z6
@@ -99411,7 +99411,7 @@ vecs4_whole_rows1_keys4:
 	ADDQ         BX, R9
 	SUBQ         $0x04, DI
 	CMPQ         DI, $0x04
-	JGE          vecs4_whole_rows1_keys4
+	JGE          vecs4_whole_rows1_steps4
 
 vecs4_whole_rows1_rest:
 	TESTQ DI, DI
@@ -99517,7 +99517,7 @@ vecs3_whole_rows6_noscale:
 	CMPQ R9, $0x04
 	JLT  vecs3_whole_rows6_rest
 
-vecs3_whole_rows6_keys4:
+vecs3_whole_rows6_steps4:
 	VMOVUPS      (R10), Z18
 	VMOVUPS      64(R10), Z19
 	VMOVUPS      128(R10), Z20
@@ -99636,7 +99636,7 @@ vecs3_whole_rows6_keys4:
 	ADDQ         BX, R11
 	SUBQ         $0x04, R9
 	CMPQ         R9, $0x04
-	JGE          vecs3_whole_rows6_keys4
+	JGE          vecs3_whole_rows6_steps4
 
 vecs3_whole_rows6_rest:
 	TESTQ R9, R9
@@ -99759,7 +99759,7 @@ vecs3_whole_rows4_noscale:
 	CMPQ R9, $0x04
 	JLT  vecs3_whole_rows4_rest
 
-vecs3_whole_rows4_keys4:
+vecs3_whole_rows4_steps4:
 	VMOVUPS      (R10), Z12
 	VMOVUPS      64(R10), Z13
 	VMOVUPS      128(R10), Z14
@@ -99846,7 +99846,7 @@ vecs3_whole_rows4_keys4:
 	ADDQ         BX, R11
 	SUBQ         $0x04, R9
 	CMPQ         R9, $0x04
-	JGE          vecs3_whole_rows4_keys4
+	JGE          vecs3_whole_rows4_steps4
 
 vecs3_whole_rows4_rest:
 	TESTQ R9, R9
@@ -99935,7 +99935,7 @@ vecs3_whole_rows2_noscale:
 	CMPQ R9, $0x04
 	JLT  vecs3_whole_rows2_rest
 
-vecs3_whole_rows2_keys4:
+vecs3_whole_rows2_steps4:
 	VMOVUPS      (R10), Z6
 	VMOVUPS      64(R10), Z7
 	VMOVUPS      128(R10), Z8
@@ -99990,7 +99990,7 @@ vecs3_whole_rows2_keys4:
 	ADDQ         BX, R11
 	SUBQ         $0x04, R9
 	CMPQ         R9, $0x04
-	JGE          vecs3_whole_rows2_keys4
+	JGE          vecs3_whole_rows2_steps4
 
 vecs3_whole_rows2_rest:
 	TESTQ R9, R9
@@ -100055,7 +100055,7 @@ vecs3_whole_rows1_noscale:
 	CMPQ DI, $0x04
 	JLT  vecs3_whole_rows1_rest
 
-vecs3_whole_rows1_keys4:
+vecs3_whole_rows1_steps4:
 	VMOVUPS      (R8), Z3
 	VMOVUPS      64(R8), Z4
 	VMOVUPS      128(R8), Z5
@@ -100094,7 +100094,7 @@ vecs3_whole_rows1_keys4:
 	ADDQ         BX, R9
 	SUBQ         $0x04, DI
 	CMPQ         DI, $0x04
-	JGE          vecs3_whole_rows1_keys4
+	JGE          vecs3_whole_rows1_steps4
 
 vecs3_whole_rows1_rest:
 	TESTQ DI, DI
@@ -100185,7 +100185,7 @@ vecs2_whole_rows6_noscale:
 	CMPQ R9, $0x04
 	JLT  vecs2_whole_rows6_rest
 
-vecs2_whole_rows6_keys4:
+vecs2_whole_rows6_steps4:
 	VMOVUPS      (R10), Z12
 	VMOVUPS      64(R10), Z13
 	VBROADCASTSS (R11), Z14
@@ -100276,7 +100276,7 @@ vecs2_whole_rows6_keys4:
 	ADDQ         BX, R11
 	SUBQ         $0x04, R9
 	CMPQ         R9, $0x04
-	JGE          vecs2_whole_rows6_keys4
+	JGE          vecs2_whole_rows6_steps4
 
 vecs2_whole_rows6_rest:
 	TESTQ R9, R9
@@ -100378,7 +100378,7 @@ vecs2_whole_rows4_noscale:
 	CMPQ R9, $0x04
 	JLT  vecs2_whole_rows4_rest
 
-vecs2_whole_rows4_keys4:
+vecs2_whole_rows4_steps4:
 	VMOVUPS      (R10), Z8
 	VMOVUPS      64(R10), Z9
 	VBROADCASTSS (R11), Z10
@@ -100445,7 +100445,7 @@ vecs2_whole_rows4_keys4:
 	ADDQ         BX, R11
 	SUBQ         $0x04, R9
 	CMPQ         R9, $0x04
-	JGE          vecs2_whole_rows4_keys4
+	JGE          vecs2_whole_rows4_steps4
 
 vecs2_whole_rows4_rest:
 	TESTQ R9, R9
@@ -100521,7 +100521,7 @@ vecs2_whole_rows2_noscale:
 	CMPQ R9, $0x04
 	JLT  vecs2_whole_rows2_rest
 
-vecs2_whole_rows2_keys4:
+vecs2_whole_rows2_steps4:
 	VMOVUPS      (R10), Z4
 	VMOVUPS      64(R10), Z5
 	VBROADCASTSS (R11), Z6
@@ -100564,7 +100564,7 @@ vecs2_whole_rows2_keys4:
 	ADDQ         BX, R11
 	SUBQ         $0x04, R9
 	CMPQ         R9, $0x04
-	JGE          vecs2_whole_rows2_keys4
+	JGE          vecs2_whole_rows2_steps4
 
 vecs2_whole_rows2_rest:
 	TESTQ R9, R9
@@ -100622,7 +100622,7 @@ vecs2_whole_rows1_noscale:
 	CMPQ DI, $0x04
 	JLT  vecs2_whole_rows1_rest
 
-vecs2_whole_rows1_keys4:
+vecs2_whole_rows1_steps4:
 	VMOVUPS      (R8), Z2
 	VMOVUPS      64(R8), Z3
 	VBROADCASTSS (R9), Z4
@@ -100653,7 +100653,7 @@ vecs2_whole_rows1_keys4:
 	ADDQ         BX, R9
 	SUBQ         $0x04, DI
 	CMPQ         DI, $0x04
-	JGE          vecs2_whole_rows1_keys4
+	JGE          vecs2_whole_rows1_steps4
 
 vecs2_whole_rows1_rest:
 	TESTQ DI, DI
@@ -100729,7 +100729,7 @@ vecs1_whole_rows6_noscale:
 	CMPQ R9, $0x04
 	JLT  vecs1_whole_rows6_rest
 
-vecs1_whole_rows6_keys4:
+vecs1_whole_rows6_steps4:
 	VMOVUPS      (R10), Z6
 	VBROADCASTSS (R11), Z7
 	VFMADD231PS  Z6, Z7, Z0
@@ -100792,7 +100792,7 @@ vecs1_whole_rows6_keys4:
 	ADDQ         BX, R11
 	SUBQ         $0x04, R9
 	CMPQ         R9, $0x04
-	JGE          vecs1_whole_rows6_keys4
+	JGE          vecs1_whole_rows6_steps4
 
 vecs1_whole_rows6_rest:
 	TESTQ R9, R9
@@ -100873,7 +100873,7 @@ vecs1_whole_rows4_noscale:
 	CMPQ R9, $0x04
 	JLT  vecs1_whole_rows4_rest
 
-vecs1_whole_rows4_keys4:
+vecs1_whole_rows4_steps4:
 	VMOVUPS      (R10), Z4
 	VBROADCASTSS (R11), Z5
 	VFMADD231PS  Z4, Z5, Z0
@@ -100920,7 +100920,7 @@ vecs1_whole_rows4_keys4:
 	ADDQ         BX, R11
 	SUBQ         $0x04, R9
 	CMPQ         R9, $0x04
-	JGE          vecs1_whole_rows4_keys4
+	JGE          vecs1_whole_rows4_steps4
 
 vecs1_whole_rows4_rest:
 	TESTQ R9, R9
@@ -100983,7 +100983,7 @@ vecs1_whole_rows2_noscale:
 	CMPQ R9, $0x04
 	JLT  vecs1_whole_rows2_rest
 
-vecs1_whole_rows2_keys4:
+vecs1_whole_rows2_steps4:
 	VMOVUPS      (R10), Z2
 	VBROADCASTSS (R11), Z3
 	VFMADD231PS  Z2, Z3, Z0
@@ -101014,7 +101014,7 @@ vecs1_whole_rows2_keys4:
 	ADDQ         BX, R11
 	SUBQ         $0x04, R9
 	CMPQ         R9, $0x04
-	JGE          vecs1_whole_rows2_keys4
+	JGE          vecs1_whole_rows2_steps4
 
 vecs1_whole_rows2_rest:
 	TESTQ R9, R9
@@ -101065,7 +101065,7 @@ vecs1_whole_rows1_noscale:
 	CMPQ DI, $0x04
 	JLT  vecs1_whole_rows1_rest
 
-vecs1_whole_rows1_keys4:
+vecs1_whole_rows1_steps4:
 	VMOVUPS      (R8), Z1
 	VBROADCASTSS (R9), Z2
 	VFMADD231PS  Z1, Z2, Z0
@@ -101088,7 +101088,7 @@ vecs1_whole_rows1_keys4:
 	ADDQ         BX, R9
 	SUBQ         $0x04, DI
 	CMPQ         DI, $0x04
-	JGE          vecs1_whole_rows1_keys4
+	JGE          vecs1_whole_rows1_steps4
 
 vecs1_whole_rows1_rest:
 	TESTQ DI, DI
@@ -101197,7 +101197,7 @@ vecs4_masked_rows6_noscale:
 	CMPQ R9, $0x04
 	JLT  vecs4_masked_rows6_rest
 
-vecs4_masked_rows6_keys4:
+vecs4_masked_rows6_steps4:
 	VMOVUPS      (R10), Z24
 	VMOVUPS      64(R10), Z25
 	VMOVUPS      128(R10), Z26
@@ -101344,7 +101344,7 @@ vecs4_masked_rows6_keys4:
 	ADDQ         BX, R11
 	SUBQ         $0x04, R9
 	CMPQ         R9, $0x04
-	JGE          vecs4_masked_rows6_keys4
+	JGE          vecs4_masked_rows6_steps4
 
 vecs4_masked_rows6_rest:
 	TESTQ R9, R9
@@ -101488,7 +101488,7 @@ vecs4_masked_rows4_noscale:
 	CMPQ R9, $0x04
 	JLT  vecs4_masked_rows4_rest
 
-vecs4_masked_rows4_keys4:
+vecs4_masked_rows4_steps4:
 	VMOVUPS      (R10), Z16
 	VMOVUPS      64(R10), Z17
 	VMOVUPS      128(R10), Z18
@@ -101595,7 +101595,7 @@ vecs4_masked_rows4_keys4:
 	ADDQ         BX, R11
 	SUBQ         $0x04, R9
 	CMPQ         R9, $0x04
-	JGE          vecs4_masked_rows4_keys4
+	JGE          vecs4_masked_rows4_steps4
 
 vecs4_masked_rows4_rest:
 	TESTQ R9, R9
@@ -101697,7 +101697,7 @@ vecs4_masked_rows2_noscale:
 	CMPQ R9, $0x04
 	JLT  vecs4_masked_rows2_rest
 
-vecs4_masked_rows2_keys4:
+vecs4_masked_rows2_steps4:
 	VMOVUPS      (R10), Z8
 	VMOVUPS      64(R10), Z9
 	VMOVUPS      128(R10), Z10
@@ -101764,7 +101764,7 @@ vecs4_masked_rows2_keys4:
 	ADDQ         BX, R11
 	SUBQ         $0x04, R9
 	CMPQ         R9, $0x04
-	JGE          vecs4_masked_rows2_keys4
+	JGE          vecs4_masked_rows2_steps4
 
 vecs4_masked_rows2_rest:
 	TESTQ R9, R9
@@ -101836,7 +101836,7 @@ vecs4_masked_rows1_noscale:
 	CMPQ DI, $0x04
 	JLT  vecs4_masked_rows1_rest
 
-vecs4_masked_rows1_keys4:
+vecs4_masked_rows1_steps4:
 	VMOVUPS      (R8), Z4
 	VMOVUPS      64(R8), Z5
 	VMOVUPS      128(R8), Z6
@@ -101883,7 +101883,7 @@ vecs4_masked_rows1_keys4:
 	ADDQ         BX, R9
 	SUBQ         $0x04, DI
 	CMPQ         DI, $0x04
-	JGE          vecs4_masked_rows1_keys4
+	JGE          vecs4_masked_rows1_steps4
 
 vecs4_masked_rows1_rest:
 	TESTQ DI, DI
@@ -101989,7 +101989,7 @@ vecs3_masked_rows6_noscale:
 	CMPQ R9, $0x04
 	JLT  vecs3_masked_rows6_rest
 
-vecs3_masked_rows6_keys4:
+vecs3_masked_rows6_steps4:
 	VMOVUPS      (R10), Z18
 	VMOVUPS      64(R10), Z19
 	VMOVUPS.Z    128(R10), K1, Z20
@@ -102108,7 +102108,7 @@ vecs3_masked_rows6_keys4:
 	ADDQ         BX, R11
 	SUBQ         $0x04, R9
 	CMPQ         R9, $0x04
-	JGE          vecs3_masked_rows6_keys4
+	JGE          vecs3_masked_rows6_steps4
 
 vecs3_masked_rows6_rest:
 	TESTQ R9, R9
@@ -102231,7 +102231,7 @@ vecs3_masked_rows4_noscale:
 	CMPQ R9, $0x04
 	JLT  vecs3_masked_rows4_rest
 
-vecs3_masked_rows4_keys4:
+vecs3_masked_rows4_steps4:
 	VMOVUPS      (R10), Z12
 	VMOVUPS      64(R10), Z13
 	VMOVUPS.Z    128(R10), K1, Z14
@@ -102318,7 +102318,7 @@ vecs3_masked_rows4_keys4:
 	ADDQ         BX, R11
 	SUBQ         $0x04, R9
 	CMPQ         R9, $0x04
-	JGE          vecs3_masked_rows4_keys4
+	JGE          vecs3_masked_rows4_steps4
 
 vecs3_masked_rows4_rest:
 	TESTQ R9, R9
@@ -102407,7 +102407,7 @@ vecs3_masked_rows2_noscale:
 	CMPQ R9, $0x04
 	JLT  vecs3_masked_rows2_rest
 
-vecs3_masked_rows2_keys4:
+vecs3_masked_rows2_steps4:
 	VMOVUPS      (R10), Z6
 	VMOVUPS      64(R10), Z7
 	VMOVUPS.Z    128(R10), K1, Z8
@@ -102462,7 +102462,7 @@ vecs3_masked_rows2_keys4:
 	ADDQ         BX, R11
 	SUBQ         $0x04, R9
 	CMPQ         R9, $0x04
-	JGE          vecs3_masked_rows2_keys4
+	JGE          vecs3_masked_rows2_steps4
 
 vecs3_masked_rows2_rest:
 	TESTQ R9, R9
@@ -102527,7 +102527,7 @@ vecs3_masked_rows1_noscale:
 	CMPQ DI, $0x04
 	JLT  vecs3_masked_rows1_rest
 
-vecs3_masked_rows1_keys4:
+vecs3_masked_rows1_steps4:
 	VMOVUPS      (R8), Z3
 	VMOVUPS      64(R8), Z4
 	VMOVUPS.Z    128(R8), K1, Z5
@@ -102566,7 +102566,7 @@ vecs3_masked_rows1_keys4:
 	ADDQ         BX, R9
 	SUBQ         $0x04, DI
 	CMPQ         DI, $0x04
-	JGE          vecs3_masked_rows1_keys4
+	JGE          vecs3_masked_rows1_steps4
 
 vecs3_masked_rows1_rest:
 	TESTQ DI, DI
@@ -102657,7 +102657,7 @@ vecs2_masked_rows6_noscale:
 	CMPQ R9, $0x04
 	JLT  vecs2_masked_rows6_rest
 
-vecs2_masked_rows6_keys4:
+vecs2_masked_rows6_steps4:
 	VMOVUPS      (R10), Z12
 	VMOVUPS.Z    64(R10), K1, Z13
 	VBROADCASTSS (R11), Z14
@@ -102748,7 +102748,7 @@ vecs2_masked_rows6_keys4:
 	ADDQ         BX, R11
 	SUBQ         $0x04, R9
 	CMPQ         R9, $0x04
-	JGE          vecs2_masked_rows6_keys4
+	JGE          vecs2_masked_rows6_steps4
 
 vecs2_masked_rows6_rest:
 	TESTQ R9, R9
@@ -102850,7 +102850,7 @@ vecs2_masked_rows4_noscale:
 	CMPQ R9, $0x04
 	JLT  vecs2_masked_rows4_rest
 
-vecs2_masked_rows4_keys4:
+vecs2_masked_rows4_steps4:
 	VMOVUPS      (R10), Z8
 	VMOVUPS.Z    64(R10), K1, Z9
 	VBROADCASTSS (R11), Z10
@@ -102917,7 +102917,7 @@ vecs2_masked_rows4_keys4:
 	ADDQ         BX, R11
 	SUBQ         $0x04, R9
 	CMPQ         R9, $0x04
-	JGE          vecs2_masked_rows4_keys4
+	JGE          vecs2_masked_rows4_steps4
 
 vecs2_masked_rows4_rest:
 	TESTQ R9, R9
@@ -102993,7 +102993,7 @@ vecs2_masked_rows2_noscale:
 	CMPQ R9, $0x04
 	JLT  vecs2_masked_rows2_rest
 
-vecs2_masked_rows2_keys4:
+vecs2_masked_rows2_steps4:
 	VMOVUPS      (R10), Z4
 	VMOVUPS.Z    64(R10), K1, Z5
 	VBROADCASTSS (R11), Z6
@@ -103036,7 +103036,7 @@ vecs2_masked_rows2_keys4:
 	ADDQ         BX, R11
 	SUBQ         $0x04, R9
 	CMPQ         R9, $0x04
-	JGE          vecs2_masked_rows2_keys4
+	JGE          vecs2_masked_rows2_steps4
 
 vecs2_masked_rows2_rest:
 	TESTQ R9, R9
@@ -103094,7 +103094,7 @@ vecs2_masked_rows1_noscale:
 	CMPQ DI, $0x04
 	JLT  vecs2_masked_rows1_rest
 
-vecs2_masked_rows1_keys4:
+vecs2_masked_rows1_steps4:
 	VMOVUPS      (R8), Z2
 	VMOVUPS.Z    64(R8), K1, Z3
 	VBROADCASTSS (R9), Z4
@@ -103125,7 +103125,7 @@ vecs2_masked_rows1_keys4:
 	ADDQ         BX, R9
 	SUBQ         $0x04, DI
 	CMPQ         DI, $0x04
-	JGE          vecs2_masked_rows1_keys4
+	JGE          vecs2_masked_rows1_steps4
 
 vecs2_masked_rows1_rest:
 	TESTQ DI, DI
@@ -103201,7 +103201,7 @@ vecs1_masked_rows6_noscale:
 	CMPQ R9, $0x04
 	JLT  vecs1_masked_rows6_rest
 
-vecs1_masked_rows6_keys4:
+vecs1_masked_rows6_steps4:
 	VMOVUPS.Z    (R10), K1, Z6
 	VBROADCASTSS (R11), Z7
 	VFMADD231PS  Z6, Z7, Z0
@@ -103264,7 +103264,7 @@ vecs1_masked_rows6_keys4:
 	ADDQ         BX, R11
 	SUBQ         $0x04, R9
 	CMPQ         R9, $0x04
-	JGE          vecs1_masked_rows6_keys4
+	JGE          vecs1_masked_rows6_steps4
 
 vecs1_masked_rows6_rest:
 	TESTQ R9, R9
@@ -103345,7 +103345,7 @@ vecs1_masked_rows4_noscale:
 	CMPQ R9, $0x04
 	JLT  vecs1_masked_rows4_rest
 
-vecs1_masked_rows4_keys4:
+vecs1_masked_rows4_steps4:
 	VMOVUPS.Z    (R10), K1, Z4
 	VBROADCASTSS (R11), Z5
 	VFMADD231PS  Z4, Z5, Z0
@@ -103392,7 +103392,7 @@ vecs1_masked_rows4_keys4:
 	ADDQ         BX, R11
 	SUBQ         $0x04, R9
 	CMPQ         R9, $0x04
-	JGE          vecs1_masked_rows4_keys4
+	JGE          vecs1_masked_rows4_steps4
 
 vecs1_masked_rows4_rest:
 	TESTQ R9, R9
@@ -103455,7 +103455,7 @@ vecs1_masked_rows2_noscale:
 	CMPQ R9, $0x04
 	JLT  vecs1_masked_rows2_rest
 
-vecs1_masked_rows2_keys4:
+vecs1_masked_rows2_steps4:
 	VMOVUPS.Z    (R10), K1, Z2
 	VBROADCASTSS (R11), Z3
 	VFMADD231PS  Z2, Z3, Z0
@@ -103486,7 +103486,7 @@ vecs1_masked_rows2_keys4:
 	ADDQ         BX, R11
 	SUBQ         $0x04, R9
 	CMPQ         R9, $0x04
-	JGE          vecs1_masked_rows2_keys4
+	JGE          vecs1_masked_rows2_steps4
 
 vecs1_masked_rows2_rest:
 	TESTQ R9, R9
@@ -103537,7 +103537,7 @@ vecs1_masked_rows1_noscale:
 	CMPQ DI, $0x04
 	JLT  vecs1_masked_rows1_rest
 
-vecs1_masked_rows1_keys4:
+vecs1_masked_rows1_steps4:
 	VMOVUPS.Z    (R8), K1, Z1
 	VBROADCASTSS (R9), Z2
 	VFMADD231PS  Z1, Z2, Z0
@@ -103560,7 +103560,7 @@ vecs1_masked_rows1_keys4:
 	ADDQ         BX, R9
 	SUBQ         $0x04, DI
 	CMPQ         DI, $0x04
-	JGE          vecs1_masked_rows1_keys4
+	JGE          vecs1_masked_rows1_steps4
 
 vecs1_masked_rows1_rest:
 	TESTQ DI, DI

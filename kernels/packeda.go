@@ -61,15 +61,7 @@ func PackA(dst []float32, ldd int, a []float32, lda, m, k int) {
 // of k reading a tile's elements of A from one run of memory. Sets
 // without the kernel (HasGemmPacked false) run it in Go.
 func (ks *Set) GemmPacked(c []float32, ldc int, a []float32, lda int, b []float32, ldb int, m, n, k int, accumulate bool) {
-	if m <= 0 || n <= 0 {
-		return
-	}
-	if k <= 0 {
-		if !accumulate {
-			for i := 0; i < m; i++ {
-				clear(c[i*ldc : i*ldc+n])
-			}
-		}
+	if gemmEmpty(c, ldc, m, n, k, accumulate) {
 		return
 	}
 	if lda < k {

@@ -190,21 +190,31 @@ func (ks *Set) QK(s []float32, lds int, k []float32, ldk int, qt []float32, ldq 
 // Any m, n, k >= 1; nothing of c outside its m×n block is touched. The
 // projections call it with B in the panels of tile.PackB (PanelCols wide).
 func (ks *Set) Gemm(c []float32, ldc int, a []float32, lda int, b []float32, ldb int, m, n, k int, accumulate bool) {
-	if m <= 0 || n <= 0 {
-		return
-	}
-	if k <= 0 {
-		if !accumulate {
-			for i := 0; i < m; i++ {
-				clear(c[i*ldc : i*ldc+n])
-			}
-		}
+	if gemmEmpty(c, ldc, m, n, k, accumulate) {
 		return
 	}
 	checkOut("Gemm", "c", c, m, n, ldc)
 	checkIn("Gemm", "a", a, m, k, lda)
 	checkIn("Gemm", "b", b, k, n, ldb)
 	ks.gemm(c, ldc, a, lda, b, ldb, m, n, k, accumulate)
+}
+
+// gemmEmpty does a Gemm-shaped call with no products (m, n or k below 1:
+// C cleared, unless accumulating, for k below 1) and reports whether the
+// call was that.
+func gemmEmpty(c []float32, ldc int, m, n, k int, accumulate bool) bool {
+	if m <= 0 || n <= 0 {
+		return true
+	}
+	if k > 0 {
+		return false
+	}
+	if !accumulate {
+		for i := 0; i < m; i++ {
+			clear(c[i*ldc : i*ldc+n])
+		}
+	}
+	return true
 }
 
 // Softmax applies one online-softmax step to a transposed tile of nk keys by

@@ -223,28 +223,36 @@ func (g *gen) gemmBlock(r gemmRegs, mr, nv int, masked bool, lbl string) {
 // a pass ran at 77–88% (Zen 3, alternated runs).
 const gemmUnroll = 4
 
-// gemmSteps4 emits a float32 Gemm tile's main loop, gemmUnroll steps of k
-// a pass while p (the steps left) has them, each step's A column at an
-// offset from aa and B's row at bp; the one-step loop at lbl takes the
-// rest, and the code falls through to it (or to the store when none are
-// left).
+// gemmSteps4 emits a Gemm tile's main loop (unrolled4): gemmUnroll steps
+// of k a pass, each step's A column at an offset from aa and B's row at
+// bp, aa moved once a pass.
 func (g *gen) gemmSteps4(r gemmRegs, acc [][]reg.VecVirtual, bp, aa, p reg.GPVirtual, load func(j int, dst reg.VecVirtual), lbl string) {
 	mr, nv := len(acc), len(acc[0])
 	g.Comment(fmt.Sprintf("%d steps of k a pass: %d rows of B, %d broadcasts of A, %d FMAs.", gemmUnroll, gemmUnroll, gemmUnroll*mr, gemmUnroll*mr*nv))
+	g.unrolled4(p, lbl, func(u int) {
+		g.broadcastStep(load, nv, func(i int) operand.Mem { return r.aAt(aa, i, u, mr) }, acc, false)
+		g.ADDQ(r.ldb, bp)
+	}, func() { g.ADDQ(operand.Imm(uint64(gemmUnroll*r.aStep(mr))), aa) })
+}
+
+// unrolled4 emits, at label(lbl, "by4"), a loop of gemmUnroll steps a
+// pass (step(u) for each, then pass()) while count, the steps left, has
+// them, counting them off; then a jump to label(lbl, "store") if none are
+// left, else a fall through to the caller's one-step loop.
+func (g *gen) unrolled4(count reg.GPVirtual, lbl string, step func(u int), pass func()) {
 	g.Label(label(lbl, "by4"))
-	g.CMPQ(p, operand.Imm(gemmUnroll))
+	g.CMPQ(count, operand.Imm(gemmUnroll))
 	g.JLT(operand.LabelRef(label(lbl, "rest")))
 	g.Label(label(lbl, "steps4"))
 	for u := 0; u < gemmUnroll; u++ {
-		g.broadcastStep(load, nv, func(i int) operand.Mem { return r.aAt(aa, i, u, mr) }, acc, false)
-		g.ADDQ(r.ldb, bp)
+		step(u)
 	}
-	g.ADDQ(operand.Imm(uint64(gemmUnroll*r.aStep(mr))), aa)
-	g.SUBQ(operand.Imm(gemmUnroll), p)
-	g.CMPQ(p, operand.Imm(gemmUnroll))
+	pass()
+	g.SUBQ(operand.Imm(gemmUnroll), count)
+	g.CMPQ(count, operand.Imm(gemmUnroll))
 	g.JGE(operand.LabelRef(label(lbl, "steps4")))
 	g.Label(label(lbl, "rest"))
-	g.TESTQ(p, p)
+	g.TESTQ(count, count)
 	g.JZ(operand.LabelRef(label(lbl, "store")))
 }
 

@@ -92,18 +92,7 @@ func (g *gen) pvBlock(r pvRegs, mr, nv int, masked bool, lbl string) {
 		g.ADDQ(r.ldp, pk)
 	}
 	g.Comment(fmt.Sprintf("%d keys a pass: %d rows of V, %d broadcasts of P, %d FMAs.", gemmUnroll, gemmUnroll, gemmUnroll*mr, gemmUnroll*mr*nv))
-	g.CMPQ(c, operand.Imm(gemmUnroll))
-	g.JLT(operand.LabelRef(label(lbl, "rest")))
-	g.Label(label(lbl, "keys4"))
-	for u := 0; u < gemmUnroll; u++ {
-		key()
-	}
-	g.SUBQ(operand.Imm(gemmUnroll), c)
-	g.CMPQ(c, operand.Imm(gemmUnroll))
-	g.JGE(operand.LabelRef(label(lbl, "keys4")))
-	g.Label(label(lbl, "rest"))
-	g.TESTQ(c, c)
-	g.JZ(operand.LabelRef(label(lbl, "store")))
+	g.unrolled4(c, lbl, func(int) { key() }, func() {})
 	g.Comment("The last keys, one a pass.")
 	g.Label(lbl)
 	key()
