@@ -64,11 +64,8 @@ func (ks *Set) GemmPacked(c []float32, ldc int, a []float32, lda int, b []float3
 	if gemmEmpty(c, ldc, m, n, k, accumulate) {
 		return
 	}
-	if lda < k {
-		panic(fmt.Sprintf("kernels: GemmPacked: row stride %d below %d columns", lda, k))
-	}
+	checkPacked("GemmPacked", a, lda, m, k)
 	checkOut("GemmPacked", "c", c, m, n, ldc)
-	checkInN("GemmPacked", "a", a, m*lda)
 	checkIn("GemmPacked", "b", b, k, n, ldb)
 	if ks.gemmPacked != nil {
 		ks.gemmPacked(c, ldc, a, lda, b, ldb, m, n, k, accumulate)
@@ -108,11 +105,17 @@ func (ks *Set) GemmWPacked(c []float32, ldc int, a []float32, lda int, b WeightR
 	if b.P != nil && (!ks.pairsW || k%2 != 0) {
 		panic(fmt.Sprintf("kernels: GemmWPacked: set %s: %d rows of bfloat16 pairs", ks.Name, k))
 	}
-	if m > 0 && n > 0 && k > 0 && lda < k {
-		panic(fmt.Sprintf("kernels: GemmWPacked: row stride %d below %d columns", lda, k))
-	}
 	if ks.weightsCall("GemmWPacked", c, ldc, a, lda, b, m, n, k, accumulate) {
-		checkInN("GemmWPacked", "a", a, m*lda)
+		checkPacked("GemmWPacked", a, lda, m, k)
 		ks.gemmWPacked(c, ldc, a, lda, b, m, n, k, accumulate)
 	}
+}
+
+// checkPacked checks a packed A operand of m rows of k columns: its row
+// stride lda holds k, and a holds m·lda elements, which the kernel reads.
+func checkPacked(kernel string, a []float32, lda, m, k int) {
+	if lda < k {
+		panic(fmt.Sprintf("kernels: %s: row stride %d below %d columns", kernel, lda, k))
+	}
+	checkInN(kernel, "a", a, m*lda)
 }

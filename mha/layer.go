@@ -146,7 +146,7 @@ type layerScratch struct {
 	step          Options      // a decoding step's options (Layer.step), cleared after it
 	spans         []span       // a decoding step's outputs for noOverlap
 	bf16a         tile.BF16A   // a projection's activations rounded once (the bfloat16 mode)
-	packedA       tile.PackedA // a projection's activations packed for GemmPacked (float32 weights)
+	packedA       tile.PackedA // a projection's activations packed for the packed kernels (tile.Gemm.PackA)
 	pos           []int
 	cs            []float32
 }
@@ -298,9 +298,10 @@ func (l *Layer) putScratch(s *layerScratch) { l.free.put(s) }
 // project computes c = a·w + bias for m rows on the pool: a is [m][in],
 // w is [in][out] packed, c is [m][out]. In the bfloat16 mode (cl.bf16) a
 // projection of bfloat16 weights rounds a's elements to bfloat16 first,
-// once for all its items (tile.Gemm.RoundA, into sc); a float32 one packs
-// a for the items' kernel (tile.Gemm.PackA). It reports whether it ran to
-// the end.
+// once for all its items (tile.Gemm.RoundA, into sc); in float32
+// arithmetic it packs a once for the items' kernels where they read it
+// packed (tile.Gemm.PackA, a pool job of its own). It reports whether it
+// ran to the end.
 func (l *Layer) project(sc *layerScratch, c, a []float32, w *tile.Packed, bias []float32, m int, cl call) bool {
 	bf16 := cl.bf16 && w.Type == fallback.KVBFloat16
 	g := tile.Gemm{A: a, LDA: w.K, B: *w, C: c, LDC: w.N, Bias: bias, M: m, BF16: bf16, Tiles: l.e.ks.AMX()}
