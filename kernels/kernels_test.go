@@ -78,7 +78,8 @@ func TestPV(t *testing.T) {
 		t.Run(ks.Name, func(t *testing.T) {
 			for _, atEnd := range []bool{true, false} {
 				for rows := 1; rows <= 14; rows++ {
-					for _, nk := range append([]int{0}, keyDims...) {
+					// The keys around pvChunk's multiples: a call split in chunks.
+					for _, nk := range append([]int{0, pvChunk - 1, pvChunk, pvChunk + 1, 2*pvChunk + 5}, keyDims...) {
 						for di, dv := range dvs {
 							if !longTests() && (di+rows+nk+boolInt(atEnd))%3 != 0 {
 								continue // a third of the cases, each tail still met
