@@ -1,0 +1,394 @@
+//go:build amd64 && !purego
+
+package emu
+
+import (
+	"math"
+	"math/rand/v2"
+	"os"
+	"testing"
+	"unsafe"
+
+	"github.com/fastattn/fastattn/asm"
+	"github.com/klauspost/cpuid/v2"
+)
+
+// The AVX-512 kernels of the float32 family run here in the interpreter,
+// each beside its AVX2 twin run natively on the same operands: the same
+// sums in the same order, so the same bits. The interpreter is checked
+// first on the AVX2 text itself, against the same native runs.
+
+// load parses a generated .s file of package asm.
+func load(t *testing.T, name string) *Program {
+	t.Helper()
+	src, err := os.ReadFile("../" + name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := Parse(string(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// needAVX2 skips a test the native AVX2 kernels cannot run on.
+func needAVX2(t *testing.T) {
+	if !cpuid.CPU.Supports(cpuid.AVX2, cpuid.FMA3) {
+		t.Skip("no AVX2 and FMA: the native reference cannot run")
+	}
+}
+
+// isa is one kernel set's text as the interpreter runs it.
+type isa struct {
+	prog   *Program
+	suffix string
+	lanes  int
+	maxNV  int
+}
+
+func sets(t *testing.T) []isa {
+	return []isa{
+		{load(t, "avx2_amd64.s"), "AVX2", 8, asm.PanelVecsAVX2},
+		{load(t, "avx512_amd64.s"), "AVX512", 16, asm.PanelVecsAVX512},
+	}
+}
+
+// panels calls f for each column panel of n columns: j0, nv, tail.
+func panels(n, lanes, maxNV int, f func(j0, nv, tail int)) {
+	for j0 := 0; j0 < n; {
+		w := min(n-j0, lanes*maxNV)
+		nv := (w + lanes - 1) / lanes
+		f(j0, nv, w-(nv-1)*lanes)
+		j0 += w
+	}
+}
+
+func randF32(rng *rand.Rand, n int) []float32 {
+	x := make([]float32, n)
+	for i := range x {
+		x[i] = float32(rng.NormFloat64())
+	}
+	return x
+}
+
+func sameBits(t *testing.T, what string, got, want []float32) {
+	t.Helper()
+	for i := range want {
+		if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+			t.Fatalf("%s: element %d = %v (%#x), want %v (%#x)", what, i, got[i], math.Float32bits(got[i]), want[i], math.Float32bits(want[i]))
+		}
+	}
+}
+
+func ptr[T any](s []T) unsafe.Pointer { return unsafe.Pointer(&s[0]) }
+
+// gemmKind is a GEMM kernel family: B's element and whether A is packed.
+type gemmKind struct {
+	name   string // the kernel's name without its set's suffix
+	bBytes int    // bytes per B element: 4 float32 or pairs, 2 float16/bfloat16
+	pairs  bool   // B holds pairs of bfloat16 over k (k counts pairs)
+	packed bool   // A packed in row tiles of 6, 4, 2, 1
+}
+
+var gemmKinds = []gemmKind{
+	{"Gemm", 4, false, false},
+	{"GemmPacked", 4, false, true},
+	{"GemmWF16", 2, false, false},
+	{"GemmWBF16", 2, false, false},
+	{"GemmWPairs", 4, true, false},
+	{"GemmWPackedF16", 2, false, true},
+	{"GemmWPackedBF16", 2, false, true},
+	{"GemmWPairsPacked", 4, true, true},
+}
+
+// native runs the AVX2 kernel of kind g natively.
+func native(g gemmKind, c *float32, ldc int, a *float32, lda int, b unsafe.Pointer, ldb, m, k, nv, tail, acc int) {
+	switch g.name {
+	case "Gemm":
+		asm.GemmAVX2(c, ldc, a, lda, (*float32)(b), ldb, m, k, nv, tail, acc)
+	case "GemmPacked":
+		asm.GemmPackedAVX2(c, ldc, a, lda, (*float32)(b), ldb, m, k, nv, tail, acc)
+	case "GemmWF16":
+		asm.GemmWF16AVX2(c, ldc, a, lda, (*uint16)(b), ldb, m, k, nv, tail, acc)
+	case "GemmWBF16":
+		asm.GemmWBF16AVX2(c, ldc, a, lda, (*uint16)(b), ldb, m, k, nv, tail, acc)
+	case "GemmWPairs":
+		asm.GemmWPairsAVX2(c, ldc, a, lda, (*uint32)(b), ldb, m, k, nv, tail, acc)
+	case "GemmWPackedF16":
+		asm.GemmWPackedF16AVX2(c, ldc, a, lda, (*uint16)(b), ldb, m, k, nv, tail, acc)
+	case "GemmWPackedBF16":
+		asm.GemmWPackedBF16AVX2(c, ldc, a, lda, (*uint16)(b), ldb, m, k, nv, tail, acc)
+	case "GemmWPairsPacked":
+		asm.GemmWPairsPackedAVX2(c, ldc, a, lda, (*uint32)(b), ldb, m, k, nv, tail, acc)
+	default:
+		panic(g.name)
+	}
+}
+
+// packA lays out m rows of depth k (a row every lda) as the packed kernels
+// read them: tiles of 6 rows, then 4, 2, 1, each tile's columns
+// contiguous (element (i, p) of a tile of mr rows from r0 at r0·k + p·mr
+// + i - r0).
+func packA(a []float32, lda, m, k int) []float32 {
+	out := make([]float32, m*k)
+	for r0 := 0; r0 < m; {
+		mr := 1
+		switch rem := m - r0; {
+		case rem >= 6:
+			mr = 6
+		case rem >= 4:
+			mr = 4
+		case rem >= 2:
+			mr = 2
+		}
+		for p := 0; p < k; p++ {
+			for i := 0; i < mr; i++ {
+				out[r0*k+p*mr+i] = a[(r0+i)*lda+p]
+			}
+		}
+		r0 += mr
+	}
+	return out
+}
+
+// TestGemms runs every GEMM kernel of the AVX-512 set (and, as the
+// interpreter's own check, of the AVX2 set) in the interpreter beside the
+// AVX2 kernel run natively: every row tail (the tiles of 6, 4, 2, 1),
+// column tails on both sets' widths, steps of k around the unrolling by 4,
+// accumulating or not. Each operand is mapped to its last byte, so a read
+// or write past it fails the run.
+func TestGemms(t *testing.T) {
+	needAVX2(t)
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, s := range sets(t) {
+		for _, g := range gemmKinds {
+			t.Run(g.name+s.suffix, func(t *testing.T) {
+				for _, m := range []int{1, 2, 3, 5, 6, 7, 11, 13} {
+					for _, k := range []int{1, 2, 3, 4, 5, 8, 9} {
+						for _, cols := range []int{1, 7, 8, 17, 33, 63, 64, 70} {
+							gemmCase(t, s, g, rng, m, k, cols, (m+k+cols)%2)
+						}
+					}
+				}
+			})
+		}
+	}
+}
+
+func gemmCase(t *testing.T, s isa, g gemmKind, rng *rand.Rand, m, k, n, acc int) {
+	depth := k // A's columns
+	if g.pairs {
+		depth = 2 * k
+	}
+	lda := depth + rng.IntN(3)
+	a := randF32(rng, (m-1)*lda+depth)
+	ldb := (n+63)&^63 + 64*rng.IntN(2) // whole vectors of either set readable
+	words := ldb * k                   // 16-bit and paired B are read in whole vectors
+	var b []uint32
+	var b16 []uint16
+	var bp unsafe.Pointer
+	switch {
+	case g.bBytes == 4 && !g.pairs:
+		f := randF32(rng, (k-1)*ldb+n)
+		bp = ptr(f)
+		b = unsafe.Slice((*uint32)(bp), len(f))
+	case g.pairs:
+		b = make([]uint32, words)
+		for i := range b {
+			b[i] = uint32(bf16(rng)) | uint32(bf16(rng))<<16
+		}
+		bp = ptr(b)
+	default:
+		b16 = make([]uint16, words)
+		for i := range b16 {
+			if g.name == "GemmWF16" || g.name == "GemmWPackedF16" {
+				b16[i] = f16(rng)
+			} else {
+				b16[i] = bf16(rng)
+			}
+		}
+		bp = ptr(b16)
+	}
+	ap, aLd := a, lda
+	if g.packed {
+		ap, aLd = packA(a, lda, m, depth), depth
+	}
+	ldc := n + rng.IntN(3)
+	c0 := randF32(rng, (m-1)*ldc+n)
+	want := append([]float32(nil), c0...)
+	got := append([]float32(nil), c0...)
+	panels(n, 8, asm.PanelVecsAVX2, func(j0, nv, tail int) {
+		native(g, &want[j0], ldc, &ap[0], aLd, unsafe.Add(bp, j0*g.bBytes), ldb, m, k, nv, tail, acc)
+	})
+	mc := NewMachine(s.prog)
+	MapSlice(mc, ap)
+	MapSlice(mc, got)
+	if b16 != nil {
+		MapSlice(mc, b16)
+	} else {
+		MapSlice(mc, b)
+	}
+	panels(n, s.lanes, s.maxNV, func(j0, nv, tail int) {
+		err := mc.Call(g.name+s.suffix, Ptr(ptr(got[j0:])), Int(ldc), Ptr(ptr(ap)), Int(aLd),
+			Ptr(unsafe.Add(bp, j0*g.bBytes)), Int(ldb), Int(m), Int(k), Int(nv), Int(tail), Int(acc))
+		if err != nil {
+			t.Fatalf("m=%d k=%d n=%d j0=%d: %v", m, k, n, j0, err)
+		}
+	})
+	sameBits(t, g.name+s.suffix, got, want)
+}
+
+// bf16 is a random bfloat16's bits; f16 a random float16's.
+func bf16(rng *rand.Rand) uint16 {
+	return uint16(math.Float32bits(float32(rng.NormFloat64())) >> 16)
+}
+
+func f16(rng *rand.Rand) uint16 {
+	sign := uint16(rng.IntN(2)) << 15
+	return sign | uint16(13+rng.IntN(4))<<10 | uint16(rng.IntN(1024))
+}
+
+// TestPV runs PV of both sets in the interpreter beside AVX2's natively:
+// row tails, column tails, keys around the unrolling by 4, with and
+// without alpha, and the scaling-only call (no keys).
+func TestPV(t *testing.T) {
+	needAVX2(t)
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, s := range sets(t) {
+		t.Run("PV"+s.suffix, func(t *testing.T) {
+			for _, rows := range []int{1, 2, 5, 6, 7, 13} {
+				for _, nk := range []int{0, 1, 3, 4, 5, 9} {
+					for _, dv := range []int{1, 8, 15, 16, 33, 63, 64, 70, 128} {
+						pvCase(t, s, rng, rows, nk, dv, (rows+nk+dv)%2 == 0)
+					}
+				}
+			}
+		})
+	}
+}
+
+func pvCase(t *testing.T, s isa, rng *rand.Rand, rows, nk, dv int, scaled bool) {
+	ldo, ldp, ldv := dv+rng.IntN(3), rows+rng.IntN(3), dv+rng.IntN(3)
+	o0 := randF32(rng, (rows-1)*ldo+dv)
+	p := randF32(rng, max(nk*ldp, 1))
+	v := randF32(rng, max((nk-1)*ldv+dv, 1))
+	alpha := randF32(rng, rows)
+	var ap *float32
+	if scaled {
+		ap = &alpha[0]
+	}
+	pp := Int(0) // no keys: no P or V, as kernels.pvPanels passes them
+	if nk > 0 {
+		pp = Ptr(ptr(p))
+	}
+	want := append([]float32(nil), o0...)
+	got := append([]float32(nil), o0...)
+	panels(dv, 8, asm.PanelVecsAVX2, func(j0, nv, tail int) {
+		var p0, v0 *float32
+		if nk > 0 {
+			p0, v0 = &p[0], &v[j0]
+		}
+		asm.PVAVX2(&want[j0], ldo, p0, ldp, v0, ldv, ap, rows, nk, nv, tail)
+	})
+	mc := NewMachine(s.prog)
+	for _, x := range [][]float32{got, p, v, alpha} {
+		MapSlice(mc, x)
+	}
+	panels(dv, s.lanes, s.maxNV, func(j0, nv, tail int) {
+		var aArg Arg = Int(0)
+		if scaled {
+			aArg = Ptr(ptr(alpha))
+		}
+		vp := Int(0)
+		if nk > 0 {
+			vp = Ptr(ptr(v[j0:]))
+		}
+		err := mc.Call("PV"+s.suffix, Ptr(ptr(got[j0:])), Int(ldo), pp, Int(ldp), vp, Int(ldv), aArg,
+			Int(rows), Int(nk), Int(nv), Int(tail))
+		if err != nil {
+			t.Fatalf("rows=%d nk=%d dv=%d: %v", rows, nk, dv, err)
+		}
+	})
+	sameBits(t, "PV"+s.suffix, got, want)
+}
+
+// TestSoftmax runs Softmax of both sets in the interpreter beside AVX2's
+// natively: 16 to 64 rows, rows with no key yet (m = -Inf), masked
+// scores (-Inf), with and without a softcap.
+func TestSoftmax(t *testing.T) {
+	needAVX2(t)
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, s := range sets(t) {
+		t.Run("Softmax"+s.suffix, func(t *testing.T) {
+			for _, rows := range []int{16, 32, 48, 64} {
+				for _, nk := range []int{1, 2, 5, 17} {
+					for _, softcap := range []float32{0, 30} {
+						softmaxCase(t, s, rng, rows, nk, softcap)
+					}
+				}
+			}
+		})
+	}
+}
+
+func softmaxCase(t *testing.T, s isa, rng *rand.Rand, rows, nk int, softcap float32) {
+	lds := rows + 8*rng.IntN(2)
+	sc := randF32(rng, (nk-1)*lds+rows)
+	for i := range sc {
+		sc[i] *= 8
+		if rng.IntN(9) == 0 {
+			sc[i] = float32(math.Inf(-1))
+		}
+	}
+	m0, l0 := randF32(rng, rows), randF32(rng, rows)
+	for i := range m0 {
+		l0[i] = float32(math.Abs(float64(l0[i])))
+		if i%5 == 0 {
+			m0[i], l0[i] = float32(math.Inf(-1)), 0
+		}
+	}
+	type state struct{ s, m, l, al []float32 }
+	mk := func() state {
+		return state{append([]float32(nil), sc...), append([]float32(nil), m0...), append([]float32(nil), l0...), make([]float32, rows)}
+	}
+	want, got := mk(), mk()
+	for r0 := 0; r0 < rows; r0 += 16 {
+		asm.SoftmaxAVX2(&want.s[r0], lds, &want.m[r0], &want.l[r0], &want.al[r0], nk, 2, softcap)
+	}
+	mc := NewMachine(s.prog)
+	for _, x := range [][]float32{got.s, got.m, got.l, got.al} {
+		MapSlice(mc, x)
+	}
+	step := s.lanes * 4
+	if s.suffix == "AVX2" {
+		step = 16
+	}
+	for r0 := 0; r0 < rows; r0 += step {
+		nv := min(step, rows-r0) / s.lanes
+		err := mc.Call("Softmax"+s.suffix, Ptr(ptr(got.s[r0:])), Int(lds), Ptr(ptr(got.m[r0:])), Ptr(ptr(got.l[r0:])),
+			Ptr(ptr(got.al[r0:])), Int(nk), Int(nv), F32(softcap))
+		if err != nil {
+			t.Fatalf("rows=%d nk=%d: %v", rows, nk, err)
+		}
+	}
+	sameBits(t, "Softmax weights", got.s, want.s)
+	sameBits(t, "Softmax m", got.m, want.m)
+	sameBits(t, "Softmax l", got.l, want.l)
+	sameBits(t, "Softmax alpha", got.al, want.al)
+}
+
+// TestAccess checks that the interpreter reports a read past a mapped
+// operand: Gemm reading one row of A more than was mapped.
+func TestAccess(t *testing.T) {
+	p := load(t, "avx512_amd64.s")
+	a, b, c := make([]float32, 4), make([]float32, 64), make([]float32, 16)
+	mc := NewMachine(p)
+	MapSlice(mc, a[:3]) // k = 4 reads a[3]
+	MapSlice(mc, b)
+	MapSlice(mc, c)
+	err := mc.Call("GemmAVX512", Ptr(ptr(c)), Int(16), Ptr(ptr(a)), Int(4), Ptr(ptr(b)), Int(16), Int(1), Int(4), Int(1), Int(16), Int(0))
+	if err == nil {
+		t.Fatal("a read past the mapped A ran without an error")
+	}
+}
