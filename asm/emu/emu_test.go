@@ -3,6 +3,7 @@
 package emu
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"unsafe"
 
 	"github.com/fastattn/fastattn/asm"
+	"github.com/fastattn/fastattn/fallback"
 	"github.com/klauspost/cpuid/v2"
 )
 
@@ -390,5 +392,177 @@ func TestAccess(t *testing.T) {
 	err := mc.Call("GemmAVX512", Ptr(ptr(c)), Int(16), Ptr(ptr(a)), Int(4), Ptr(ptr(b)), Int(16), Int(1), Int(4), Int(1), Int(16), Int(0))
 	if err == nil {
 		t.Fatal("a read past the mapped A ran without an error")
+	}
+}
+
+// TestTransposeScale runs TransposeScale of both sets in the interpreter
+// beside AVX2's natively (one rounding per element: the same bits).
+func TestTransposeScale(t *testing.T) {
+	needAVX2(t)
+	rng := rand.New(rand.NewPCG(7, 8))
+	for _, s := range sets(t) {
+		t.Run("TransposeScale"+s.suffix, func(t *testing.T) {
+			for _, nr := range []int{8, 16, 24} {
+				for _, nc := range []int{8, 16, 40} {
+					lds, ldd := nc+rng.IntN(3), nr+rng.IntN(3)
+					src := randF32(rng, (nr-1)*lds+nc)
+					want, got := make([]float32, (nc-1)*ldd+nr), make([]float32, (nc-1)*ldd+nr)
+					asm.TransposeScaleAVX2(&want[0], ldd, &src[0], lds, nr, nc, 0.125)
+					mc := NewMachine(s.prog)
+					MapSlice(mc, src)
+					MapSlice(mc, got)
+					if err := mc.Call("TransposeScale"+s.suffix, Ptr(ptr(got)), Int(ldd), Ptr(ptr(src)), Int(lds), Int(nr), Int(nc), F32(0.125)); err != nil {
+						t.Fatalf("nr=%d nc=%d: %v", nr, nc, err)
+					}
+					sameBits(t, "TransposeScale", got, want)
+				}
+			}
+		})
+	}
+}
+
+// near fails unless got is within tol of want (relative to scale).
+func near(t *testing.T, what string, got, want, scale float64) {
+	t.Helper()
+	if !(math.Abs(got-want) <= 2e-5*scale+1e-30) {
+		t.Fatalf("%s = %v, want %v (scale %v)", what, got, want, scale)
+	}
+}
+
+// TestDot runs Dot of both sets in the interpreter against float64 dot
+// products (the sets reduce lanes in different orders): 1 to 4 rows, key
+// counts around the groups of 4, every tail of the head dim.
+func TestDot(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	for _, s := range sets(t) {
+		t.Run("Dot"+s.suffix, func(t *testing.T) {
+			for rows := 1; rows <= 4; rows++ {
+				for _, nk := range []int{1, 3, 4, 5, 9, 17} {
+					for _, dk := range []int{1, 7, 16, 17, 64, 70} {
+						ldk, ldq, lds := dk+rng.IntN(3), dk+rng.IntN(3), rows+rng.IntN(3)
+						k, q := randF32(rng, (nk-1)*ldk+dk), randF32(rng, (rows-1)*ldq+dk)
+						out := make([]float32, (nk-1)*lds+rows)
+						mc := NewMachine(s.prog)
+						for _, x := range [][]float32{k, q, out} {
+							MapSlice(mc, x)
+						}
+						nvec := (dk + s.lanes - 1) / s.lanes
+						err := mc.Call("Dot"+s.suffix, Ptr(ptr(out)), Int(lds), Ptr(ptr(k)), Int(ldk), Ptr(ptr(q)), Int(ldq),
+							Int(rows), Int(nk), Int(nvec), Int(dk-(nvec-1)*s.lanes))
+						if err != nil {
+							t.Fatalf("rows=%d nk=%d dk=%d: %v", rows, nk, dk, err)
+						}
+						for c := 0; c < nk; c++ {
+							for r := 0; r < rows; r++ {
+								want, abs := 0.0, 0.0
+								for d := 0; d < dk; d++ {
+									x := float64(k[c*ldk+d]) * float64(q[r*ldq+d])
+									want, abs = want+x, abs+math.Abs(x)
+								}
+								near(t, "Dot", float64(out[c*lds+r]), want, abs)
+							}
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestDecode runs the fused decode kernels of both sets (float32,
+// float16 and bfloat16 K/V) in the interpreter against fallback.Decode:
+// rows 1 to 16, key counts from one block on, head dims with tails, a
+// running state or an empty one, with ALiBi or not. Blocks of a set's
+// lanes keys against fallback's 16 round differently, so the results
+// are held within bounds: the outputs divided by their sums, the sums
+// relative to each other, the maxima.
+func TestDecode(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	for _, s := range sets(t) {
+		for _, typ := range []fallback.KVType{fallback.KVFloat32, fallback.KVFloat16, fallback.KVBFloat16} {
+			name := map[fallback.KVType]string{fallback.KVFloat32: "DecodeF32", fallback.KVFloat16: "DecodeF16", fallback.KVBFloat16: "DecodeBF16"}[typ]
+			t.Run(name+s.suffix, func(t *testing.T) {
+				dims := []int{8, 17, 64, 128}
+				if s.suffix == "AVX2" && typ != fallback.KVFloat32 {
+					dims = []int{8, 18, 64, 128} // AVX2 reads 16-bit rows as dword pairs: even dims (kernels.HasDecode)
+				}
+				for _, rows := range []int{1, 2, 5, 16} {
+					for _, nk := range []int{16, 17, 33, 40} {
+						for _, dk := range dims {
+							decodeCase(t, s, name, typ, rng, rows, nk, dk, dims[rng.IntN(len(dims))], (rows+nk)%2 == 0)
+						}
+					}
+				}
+			})
+		}
+	}
+}
+
+func decodeCase(t *testing.T, s isa, name string, typ fallback.KVType, rng *rand.Rand, rows, nk, dk, dv int, running bool) {
+	ldk, ldv := dk+rng.IntN(3), dv+rng.IntN(3)
+	kf, vf := randF32(rng, (nk-1)*ldk+dk), randF32(rng, (nk-1)*ldv+dv)
+	rowsOf := func(f []float32, ld int) (fallback.KVRows, unsafe.Pointer, int) {
+		if typ == fallback.KVFloat32 {
+			return fallback.KVRows{F32: f, Type: typ, Ld: ld}, ptr(f), 4 * len(f)
+		}
+		u := make([]uint16, len(f))
+		fallback.Narrow(u, f, typ)
+		return fallback.KVRows{U16: u, Type: typ, Ld: ld}, ptr(u), 2 * len(u)
+	}
+	kr, kp, kn := rowsOf(kf, ldk)
+	vr, vp, vn := rowsOf(vf, ldv)
+	q := randF32(rng, rows*dk)
+	for i := range q {
+		q[i] *= 0.3
+	}
+	o0, m0, l0 := make([]float32, rows*dv), make([]float32, rows), make([]float32, rows)
+	for r := range m0 {
+		m0[r] = float32(math.Inf(-1))
+		if running {
+			m0[r], l0[r] = float32(rng.NormFloat64()), 1+rng.Float32()
+			for j := 0; j < dv; j++ {
+				o0[r*dv+j] = float32(rng.NormFloat64())
+			}
+		}
+	}
+	var alibi []float32
+	if rng.IntN(2) == 0 {
+		alibi = randF32(rng, 2*rows)
+		for i := range alibi {
+			alibi[i] = float32(math.Abs(float64(alibi[i]))) * 0.01
+		}
+	}
+	wo, wm, wl := append([]float32(nil), o0...), append([]float32(nil), m0...), append([]float32(nil), l0...)
+	fallback.Decode(q, rows, dk, kr, vr, nk, dv, wo, wm, wl, make([]float32, fallback.DecodeKeys+dk+dv), alibi)
+	o, m, l := append([]float32(nil), o0...), append([]float32(nil), m0...), append([]float32(nil), l0...)
+	scratch := make([]float32, asm.DecodeScratchAVX512)
+	mc := NewMachine(s.prog)
+	for _, x := range [][]float32{q, o, m, l, scratch} {
+		MapSlice(mc, x)
+	}
+	mc.Map(kp, kn)
+	mc.Map(vp, vn)
+	al := Int(0)
+	if alibi != nil {
+		MapSlice(mc, alibi)
+		al = Ptr(ptr(alibi))
+	}
+	kvec, vvec := (dk+s.lanes-1)/s.lanes, (dv+s.lanes-1)/s.lanes
+	err := mc.Call(name+s.suffix, Ptr(ptr(q)), Int(rows), Int(kvec), Int(dk-(kvec-1)*s.lanes), Ptr(kp), Int(ldk), Ptr(vp), Int(ldv),
+		Int(nk), Int(vvec), Int(dv-(vvec-1)*s.lanes), Ptr(ptr(o)), Ptr(ptr(m)), Ptr(ptr(l)), Ptr(ptr(scratch)), al)
+	if err != nil {
+		t.Fatalf("rows=%d nk=%d dk=%d dv=%d: %v", rows, nk, dk, dv, err)
+	}
+	where := func(what string, r int) string {
+		return fmt.Sprintf("%s rows=%d nk=%d dk=%d dv=%d running=%v alibi=%v: %s[%d]", name+s.suffix, rows, nk, dk, dv, running, alibi != nil, what, r)
+	}
+	for r := 0; r < rows; r++ {
+		near(t, where("m", r), float64(m[r]), float64(wm[r]), 1+math.Abs(float64(wm[r])))
+		// Sums and outputs scale with e^-m: compare them at the reference's max.
+		f := math.Exp(float64(m[r]) - float64(wm[r]))
+		near(t, where("l", r), float64(l[r])*f, float64(wl[r]), float64(wl[r]))
+		for j := 0; j < dv; j++ {
+			near(t, where("o", r), float64(o[r*dv+j])*f, float64(wo[r*dv+j]), float64(wl[r]))
+		}
 	}
 }

@@ -114,6 +114,12 @@ func (m *Machine) Call(name string, args ...Arg) error {
 			m.frame = binary.LittleEndian.AppendUint64(m.frame, v)
 		}
 	}
+	// The function's locals: SP points at a mapped block of their size
+	// (and a little more, for anything that writes below SP).
+	stack := make([]byte, fn.locals+64)
+	m.Map(unsafe.Pointer(&stack[0]), len(stack))
+	m.gp[gpIndex("SP")] = uint64(uintptr(unsafe.Pointer(&stack[32])))
+	defer func() { m.regions = m.regions[:len(m.regions)-1] }()
 	limit := m.Limit
 	if limit <= 0 {
 		limit = 1 << 30

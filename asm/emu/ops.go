@@ -39,8 +39,16 @@ func (m *Machine) gpValue(o operand) (uint64, error) {
 	return 0, fmt.Errorf("operand kind %d", o.kind)
 }
 
-// setGP writes a general register.
+// setGP writes a general register, or 64 bits of memory.
 func (m *Machine) setGP(o operand, v uint64) error {
+	if o.kind == memOperand {
+		b, err := m.mem(o, 8)
+		if err != nil {
+			return err
+		}
+		binary.LittleEndian.PutUint64(b, v)
+		return nil
+	}
 	i := gpIndex(o.reg)
 	if o.kind != regOperand || i < 0 {
 		return fmt.Errorf("destination is not a general register")
@@ -117,6 +125,12 @@ func (m *Machine) exec(in *instr) error {
 			return nil
 		}
 		return m.setGP(a[1], v)
+	case "MOVBLZX":
+		b, err := m.mem(a[0], 1)
+		if err != nil {
+			return err
+		}
+		return m.setGP(a[1], uint64(b[0]))
 	case "LEAQ":
 		v, err := m.address(a[0])
 		if err != nil {
@@ -393,6 +407,26 @@ func (m *Machine) vector(in *instr) error {
 	}
 	dst := a[len(a)-1]
 	switch base {
+	case "VMOVDQU16", "VMOVDQU8":
+		es := 2
+		if base == "VMOVDQU8" {
+			es = 1
+		}
+		return m.moveElements(a[0], dst, es, k)
+	case "VPERMILPS", "VSHUFPS", "VSHUFF32X4", "VPERM2F128", "VUNPCKLPS", "VUNPCKHPS":
+		return m.shuffle(base, a)
+	case "VADDSS", "VCVTSI2SSQ", "VMOVSS":
+		return m.scalarOp(base, a)
+	case "VEXTRACTF128", "VEXTRACTI128", "VEXTRACTF32X4":
+		src := m.reg(a[1].reg)
+		var r vec
+		copy(r.l[:4], src.l[4*int(a[0].imm):])
+		r.width = 16
+		if dst.kind == memOperand {
+			return m.store(r, dst, masking{})
+		}
+		m.setReg(dst.reg, r)
+		return nil
 	case "VMOVUPS", "VMOVDQU32", "VMOVDQU64", "VMOVDQU":
 		if dst.kind == memOperand {
 			return m.store(m.reg(a[0].reg), dst, k)
@@ -590,6 +624,13 @@ func (m *Machine) vector(in *instr) error {
 			r.l[i] = y.l[i] + x.l[i]
 		case "VPSUBD":
 			r.l[i] = y.l[i] - x.l[i]
+		case "VHADDPS": // per 128-bit lane: the first source's pairs, then the second's
+			q, j := i&^3, i&3
+			src := y
+			if j >= 2 {
+				src = x
+			}
+			r.setF(i, src.f(q+2*(j&1))+src.f(q+2*(j&1)+1))
 		default:
 			return fmt.Errorf("unknown instruction")
 		}
@@ -723,4 +764,168 @@ func halfToFloat(h uint16) float32 {
 		return math.Float32frombits(sign | 0xff<<23 | man<<13)
 	}
 	return math.Float32frombits(sign | uint32(exp-15+127)<<23 | man<<13)
+}
+
+// moveElements runs VMOVDQU16/8: a move of es-byte elements under a mask
+// with a bit per element; only the mask's elements are read or written.
+func (m *Machine) moveElements(src, dst operand, es int, k masking) error {
+	if dst.kind == memOperand {
+		n, w, _ := vecRegister(src.reg)
+		for i := 0; i < w/es; i++ {
+			if !k.active(i) {
+				continue
+			}
+			o1 := dst
+			o1.disp += int64(es * i)
+			b, err := m.mem(o1, es)
+			if err != nil {
+				return err
+			}
+			copy(b, m.z[n][es*i:es*(i+1)])
+		}
+		return nil
+	}
+	n, w, _ := vecRegister(dst.reg)
+	var out [64]byte
+	copy(out[:], m.z[n][:])
+	for i := 0; i < w/es; i++ {
+		switch {
+		case k.active(i):
+			var b []byte
+			var err error
+			if src.kind == memOperand {
+				o1 := src
+				o1.disp += int64(es * i)
+				b, err = m.mem(o1, es)
+				if err != nil {
+					return err
+				}
+			} else {
+				sn, _, _ := vecRegister(src.reg)
+				b = m.z[sn][es*i : es*(i+1)]
+			}
+			copy(out[es*i:], b)
+		case k.zero:
+			clear(out[es*i : es*(i+1)])
+		}
+	}
+	clear(m.z[n][:])
+	copy(m.z[n][:w], out[:w])
+	return nil
+}
+
+// shuffle runs the lane permutations, each with Intel's operand order
+// reversed in Go's: within 128-bit lanes VPERMILPS, VSHUFPS, VUNPCKLPS
+// and VUNPCKHPS; across them VSHUFF32X4 and VPERM2F128.
+func (m *Machine) shuffle(op string, a []operand) error {
+	dst := a[len(a)-1]
+	_, w, ok := vecRegister(dst.reg)
+	if !ok {
+		return fmt.Errorf("destination %s", dst.reg)
+	}
+	lanes := w / 4
+	var imm int64
+	if a[0].kind == immOperand {
+		imm, a = a[0].imm, a[1:]
+	}
+	x, err := m.source(a[0], lanes, masking{}, false) // Intel's last source
+	if err != nil {
+		return err
+	}
+	y := x
+	if len(a) == 3 {
+		y = m.reg(a[1].reg) // Intel's first source
+	}
+	var r vec
+	for i := 0; i < lanes; i++ {
+		q, j := i&^3, i&3 // the 128-bit lane's first element, the element in it
+		switch op {
+		case "VPERMILPS":
+			r.l[i] = x.l[q+int(imm>>(2*j))&3]
+		case "VSHUFPS":
+			if j < 2 {
+				r.l[i] = y.l[q+int(imm>>(2*j))&3]
+			} else {
+				r.l[i] = x.l[q+int(imm>>(2*j))&3]
+			}
+		case "VUNPCKLPS", "VUNPCKHPS":
+			h := 0
+			if op == "VUNPCKHPS" {
+				h = 2
+			}
+			if j&1 == 0 {
+				r.l[i] = y.l[q+h+j/2]
+			} else {
+				r.l[i] = x.l[q+h+j/2]
+			}
+		case "VSHUFF32X4":
+			lane := i / 4
+			pick := int(imm>>(2*lane)) & 3
+			if lanes == 8 {
+				pick = int(imm>>lane) & 1
+			}
+			if lane < lanes/8 || (lanes == 8 && lane == 0) {
+				r.l[i] = y.l[4*pick+j]
+			} else {
+				r.l[i] = x.l[4*pick+j]
+			}
+		case "VPERM2F128":
+			ctl := imm >> (4 * (i / 4)) & 0xf
+			if ctl&8 != 0 {
+				r.l[i] = 0
+				continue
+			}
+			srcs := [2]vec{y, x}
+			r.l[i] = srcs[ctl>>1&1].l[4*int(ctl&1)+j]
+		}
+	}
+	m.setReg(dst.reg, r)
+	return nil
+}
+
+// scalarOp runs the scalar forms: VADDSS a, b, dst (b's upper lanes
+// kept), VCVTSI2SSQ r, b, dst, and VMOVSS's load, store and merge.
+func (m *Machine) scalarOp(op string, a []operand) error {
+	dst := a[len(a)-1]
+	switch {
+	case op == "VMOVSS" && dst.kind == memOperand:
+		b, err := m.mem(dst, 4)
+		if err != nil {
+			return err
+		}
+		binary.LittleEndian.PutUint32(b, m.reg(a[0].reg).l[0])
+		return nil
+	case op == "VMOVSS" && len(a) == 2:
+		var v vec
+		x, err := m.scalar(a[0])
+		if err != nil {
+			return err
+		}
+		v.setF(0, x)
+		m.setReg(dst.reg, v)
+		return nil
+	}
+	r := m.reg(a[1].reg)
+	r.width = 16
+	for i := 4; i < 16; i++ {
+		r.l[i] = 0
+	}
+	switch op {
+	case "VMOVSS":
+		r.l[0] = m.reg(a[0].reg).l[0]
+	case "VADDSS":
+		x, err := m.scalar(a[0])
+		if err != nil {
+			return err
+		}
+		r.setF(0, r.f(0)+x)
+	case "VCVTSI2SSQ":
+		v, err := m.gpValue(a[0])
+		if err != nil {
+			return err
+		}
+		r.setF(0, float32(int64(v)))
+	}
+	m.setReg(dst.reg, r)
+	return nil
 }

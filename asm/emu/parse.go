@@ -26,6 +26,7 @@ type Program struct {
 // function is one TEXT symbol's instructions and labels.
 type function struct {
 	name   string
+	locals int // the frame's bytes below the arguments ($locals-args)
 	code   []instr
 	labels map[string]int // label → index of the next instruction
 }
@@ -77,6 +78,10 @@ func Parse(src string) (*Program, error) {
 			name := strings.TrimPrefix(strings.Fields(line)[1], "·")
 			name = strings.TrimSuffix(strings.TrimSuffix(name, ","), "(SB)")
 			fn = &function{name: name, labels: map[string]int{}}
+			if i := strings.Index(line, "$"); i >= 0 {
+				size, _, _ := strings.Cut(line[i+1:], "-")
+				fn.locals, _ = strconv.Atoi(size)
+			}
 			p.funcs[name] = fn
 			continue
 		case strings.HasPrefix(line, "DATA "):
