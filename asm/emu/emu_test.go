@@ -566,3 +566,123 @@ func decodeCase(t *testing.T, s isa, name string, typ fallback.KVType, rng *rand
 		}
 	}
 }
+
+// call runs name in a new machine over the mapped slices, failing the
+// test on an error.
+func call(t *testing.T, s isa, name string, mapped [][]byte, args ...Arg) {
+	t.Helper()
+	mc := NewMachine(s.prog)
+	for _, b := range mapped {
+		MapSlice(mc, b)
+	}
+	if err := mc.Call(name+s.suffix, args...); err != nil {
+		t.Fatalf("%s%s: %v", name, s.suffix, err)
+	}
+}
+
+// bytesOf views a slice's elements as bytes, for mapping.
+func bytesOf[T any](x []T) []byte {
+	var z T
+	return unsafe.Slice((*byte)(unsafe.Pointer(&x[0])), len(x)*int(unsafe.Sizeof(z)))
+}
+
+// TestConversions runs the element-wise kernels of both sets in the
+// interpreter against their Go twins in fallback, bit for bit: Widen of
+// float16 (every pattern) and bfloat16, RoundBF16, the int8 and int4
+// dequantizers, ScaleColumns and ScoreBias.
+func TestConversions(t *testing.T) {
+	rng := rand.New(rand.NewPCG(13, 14))
+	for _, s := range sets(t) {
+		t.Run(s.suffix, func(t *testing.T) {
+			// Widen: every float16 pattern, random bfloat16s; rows of n
+			// at a stride.
+			for _, typ := range []fallback.KVType{fallback.KVFloat16, fallback.KVBFloat16} {
+				const rows, n, ld = 4096 / 64, 64, 70
+				src := make([]uint16, (rows-1)*ld+n)
+				for r := 0; r < rows; r++ {
+					for i := 0; i < n; i++ {
+						src[r*ld+i] = uint16(r*n + i)
+						if typ == fallback.KVBFloat16 {
+							src[r*ld+i] = uint16(rng.Uint32())
+						}
+					}
+				}
+				got := make([]float32, (rows-1)*ld+n)
+				name := map[fallback.KVType]string{fallback.KVFloat16: "WidenF16", fallback.KVBFloat16: "WidenBF16"}[typ]
+				call(t, s, name, [][]byte{bytesOf(src), bytesOf(got)}, Ptr(ptr(got)), Int(ld), Ptr(ptr(src)), Int(ld), Int(rows), Int(n))
+				for r := 0; r < rows; r++ {
+					want := make([]float32, n)
+					fallback.Widen(want, src[r*ld:r*ld+n], typ)
+					sameBits(t, name, got[r*ld:r*ld+n], want)
+				}
+			}
+			// RoundBF16 on random patterns, ties and specials among them.
+			x := make([]float32, 256)
+			for i := range x {
+				x[i] = math.Float32frombits(rng.Uint32())
+				if i%4 == 0 {
+					x[i] = math.Float32frombits(rng.Uint32()&^0xffff | 0x8000)
+				}
+			}
+			got := make([]float32, len(x))
+			call(t, s, "RoundBF16", [][]byte{bytesOf(x), bytesOf(got)}, Ptr(ptr(got)), Ptr(ptr(x)), Int(len(x)))
+			want := make([]float32, len(x))
+			fallback.RoundBF16(want, x)
+			for i := range want {
+				if math.Float32bits(got[i]) != math.Float32bits(want[i]) && !(got[i] != got[i] && want[i] != want[i]) {
+					t.Fatalf("RoundBF16(%#x) = %#x, want %#x", math.Float32bits(x[i]), math.Float32bits(got[i]), math.Float32bits(want[i]))
+				}
+			}
+			// The dequantizers: 3 rows of 2 blocks at strides.
+			const rows, blocks = 3, 2
+			scales := randF32(rng, rows*(blocks+1))
+			q8 := make([]int8, rows*70)
+			for i := range q8 {
+				q8[i] = int8(rng.Uint32())
+			}
+			out := make([]float32, (rows-1)*80+32*blocks)
+			call(t, s, "DequantI8", [][]byte{bytesOf(q8), bytesOf(scales), bytesOf(out)},
+				Ptr(ptr(out)), Int(80), Ptr(ptr(q8)), Int(70), Ptr(ptr(scales)), Int(blocks+1), Int(rows), Int(blocks))
+			for r := 0; r < rows; r++ {
+				want := make([]float32, 32*blocks)
+				fallback.DequantizeInt8(want, q8[r*70:r*70+32*blocks], scales[r*(blocks+1):])
+				sameBits(t, "DequantI8", out[r*80:r*80+32*blocks], want)
+			}
+			q4 := make([]int8, rows*40)
+			for i := range q4 {
+				q4[i] = int8(rng.Uint32())
+			}
+			call(t, s, "DequantI4", [][]byte{bytesOf(q4), bytesOf(scales), bytesOf(out)},
+				Ptr(ptr(out)), Int(80), Ptr(ptr(q4)), Int(40), Ptr(ptr(scales)), Int(blocks+1), Int(rows), Int(blocks))
+			for r := 0; r < rows; r++ {
+				want := make([]float32, 32*blocks)
+				fallback.DequantizeInt4KV(want, bytesOf(q4[r*40:r*40+16*blocks]), scales[r*(blocks+1):])
+				sameBits(t, "DequantI4", out[r*80:r*80+32*blocks], want)
+			}
+			// ScaleColumns and ScoreBias over each count of row vectors a
+			// call takes; ALiBi's distances are whole numbers (the kernels
+			// step them by one a key, exact there).
+			maxVecs := asm.SoftmaxVecsAVX2
+			if s.suffix == "AVX512" {
+				maxVecs = asm.SoftmaxVecsAVX512
+			}
+			for nv := 1; nv <= maxVecs; nv++ {
+				rowsN, nk, ld := nv*s.lanes, 5, nv*s.lanes+3
+				xs, f := randF32(rng, (nk-1)*ld+rowsN), randF32(rng, rowsN)
+				wantX := append([]float32(nil), xs...)
+				fallback.ScaleColumns(wantX, ld, f, rowsN, nk)
+				call(t, s, "ScaleColumns", [][]byte{bytesOf(xs), bytesOf(f)}, Ptr(ptr(xs)), Int(ld), Ptr(ptr(f)), Int(nk), Int(nv))
+				sameBits(t, "ScaleColumns", xs, wantX)
+				sc, slope, dist, bias := randF32(rng, (nk-1)*ld+rowsN), randF32(rng, rowsN), randF32(rng, rowsN), randF32(rng, nk)
+				for r := range dist {
+					dist[r] = float32(rng.IntN(4096) - 2048)
+				}
+				wantS := append([]float32(nil), sc...)
+				fallback.ScoreBias(wantS, ld, slope, dist, bias, nk, rowsN)
+				call(t, s, "ScoreBias", [][]byte{bytesOf(sc), bytesOf(slope), bytesOf(dist), bytesOf(bias)},
+					Ptr(ptr(sc)), Int(ld), Ptr(ptr(slope)), Ptr(ptr(dist)), Ptr(ptr(bias)), Int(nk), Int(nv))
+				sameBits(t, "ScoreBias", sc, wantS)
+			}
+		})
+	}
+}

@@ -457,6 +457,64 @@ func (m *Machine) vector(in *instr) error {
 		}
 		m.write(dst.reg, v, k)
 		return nil
+	case "VPMOVSXBD", "VPMOVZXBD":
+		_, w, _ := vecRegister(dst.reg)
+		lanes := w / 4
+		var b []byte
+		if a[0].kind == memOperand {
+			var err error
+			if b, err = m.mem(a[0], lanes); err != nil {
+				return err
+			}
+		} else {
+			n, _, _ := vecRegister(a[0].reg)
+			b = m.z[n][:lanes]
+		}
+		var v vec
+		for i := 0; i < lanes; i++ {
+			if base == "VPMOVSXBD" {
+				v.l[i] = uint32(int32(int8(b[i])))
+			} else {
+				v.l[i] = uint32(b[i])
+			}
+		}
+		m.write(dst.reg, v, k)
+		return nil
+	case "VCVTDQ2PS":
+		_, w, _ := vecRegister(dst.reg)
+		v, err := m.source(a[0], w/4, masking{}, bcst)
+		if err != nil {
+			return err
+		}
+		for i := 0; i < w/4; i++ {
+			v.setF(i, float32(int32(v.l[i])))
+		}
+		m.write(dst.reg, v, k)
+		return nil
+	case "VPCMPGTD": // Go's order: VPCMPGTD a, b, dst is Intel's b > a, signed
+		lanes := 16
+		if _, w, ok := vecRegister(a[1].reg); ok {
+			lanes = w / 4
+		}
+		x, err := m.source(a[0], lanes, masking{}, bcst)
+		if err != nil {
+			return err
+		}
+		y := m.reg(a[1].reg)
+		var bits uint64
+		var r vec
+		for i := 0; i < lanes; i++ {
+			if int32(y.l[i]) > int32(x.l[i]) {
+				bits |= 1 << i
+				r.l[i] = ^uint32(0)
+			}
+		}
+		if n, ok := maskRegister(dst.reg); ok {
+			m.k[n] = bits
+			return nil
+		}
+		m.setReg(dst.reg, r)
+		return nil
 	case "VPMOVZXWD", "VCVTPH2PS":
 		_, w, _ := vecRegister(dst.reg)
 		lanes := w / 4
