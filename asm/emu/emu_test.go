@@ -315,26 +315,29 @@ func pvCase(t *testing.T, s isa, rng *rand.Rand, rows, nk, dv int, scaled bool) 
 	sameBits(t, "PV"+s.suffix, got, want)
 }
 
-// TestSoftmax runs Softmax of both sets in the interpreter beside AVX2's
+// TestSoftmax runs Softmax and SoftmaxRound (the weights rounded to
+// bfloat16) of both sets in the interpreter beside AVX2's
 // natively: 16 to 64 rows, rows with no key yet (m = -Inf), masked
 // scores (-Inf), with and without a softcap.
 func TestSoftmax(t *testing.T) {
 	needAVX2(t)
 	rng := rand.New(rand.NewPCG(5, 6))
 	for _, s := range sets(t) {
-		t.Run("Softmax"+s.suffix, func(t *testing.T) {
-			for _, rows := range []int{16, 32, 48, 64} {
-				for _, nk := range []int{1, 2, 5, 17} {
-					for _, softcap := range []float32{0, 30} {
-						softmaxCase(t, s, rng, rows, nk, softcap)
+		for _, name := range []string{"Softmax", "SoftmaxRound"} {
+			t.Run(name+s.suffix, func(t *testing.T) {
+				for _, rows := range []int{16, 32, 48, 64} {
+					for _, nk := range []int{1, 2, 5, 17} {
+						for _, softcap := range []float32{0, 30} {
+							softmaxCase(t, s, name, rng, rows, nk, softcap)
+						}
 					}
 				}
-			}
-		})
+			})
+		}
 	}
 }
 
-func softmaxCase(t *testing.T, s isa, rng *rand.Rand, rows, nk int, softcap float32) {
+func softmaxCase(t *testing.T, s isa, name string, rng *rand.Rand, rows, nk int, softcap float32) {
 	lds := rows + 8*rng.IntN(2)
 	sc := randF32(rng, (nk-1)*lds+rows)
 	for i := range sc {
@@ -356,7 +359,11 @@ func softmaxCase(t *testing.T, s isa, rng *rand.Rand, rows, nk int, softcap floa
 	}
 	want, got := mk(), mk()
 	for r0 := 0; r0 < rows; r0 += 16 {
-		asm.SoftmaxAVX2(&want.s[r0], lds, &want.m[r0], &want.l[r0], &want.al[r0], nk, 2, softcap)
+		native := asm.SoftmaxAVX2
+		if name == "SoftmaxRound" {
+			native = asm.SoftmaxRoundAVX2
+		}
+		native(&want.s[r0], lds, &want.m[r0], &want.l[r0], &want.al[r0], nk, 2, softcap)
 	}
 	mc := NewMachine(s.prog)
 	for _, x := range [][]float32{got.s, got.m, got.l, got.al} {
@@ -368,7 +375,7 @@ func softmaxCase(t *testing.T, s isa, rng *rand.Rand, rows, nk int, softcap floa
 	}
 	for r0 := 0; r0 < rows; r0 += step {
 		nv := min(step, rows-r0) / s.lanes
-		err := mc.Call("Softmax"+s.suffix, Ptr(ptr(got.s[r0:])), Int(lds), Ptr(ptr(got.m[r0:])), Ptr(ptr(got.l[r0:])),
+		err := mc.Call(name+s.suffix, Ptr(ptr(got.s[r0:])), Int(lds), Ptr(ptr(got.m[r0:])), Ptr(ptr(got.l[r0:])),
 			Ptr(ptr(got.al[r0:])), Int(nk), Int(nv), F32(softcap))
 		if err != nil {
 			t.Fatalf("rows=%d nk=%d: %v", rows, nk, err)
@@ -682,6 +689,69 @@ func TestConversions(t *testing.T) {
 				call(t, s, "ScoreBias", [][]byte{bytesOf(sc), bytesOf(slope), bytesOf(dist), bytesOf(bias)},
 					Ptr(ptr(sc)), Int(ld), Ptr(ptr(slope)), Ptr(ptr(dist)), Ptr(ptr(bias)), Int(nk), Int(nv))
 				sameBits(t, "ScoreBias", sc, wantS)
+			}
+		})
+	}
+}
+
+// TestInt8Weights runs GemvWI8 and WidenWI8 of both sets in the
+// interpreter beside AVX2's run natively (the same block sums in the same
+// order, the same products): row tails of the 3-row tile, column tails,
+// depths around the 32-row blocks.
+func TestInt8Weights(t *testing.T) {
+	needAVX2(t)
+	rng := rand.New(rand.NewPCG(15, 16))
+	for _, s := range sets(t) {
+		t.Run(s.suffix, func(t *testing.T) {
+			for _, m := range []int{1, 2, 3, 4, 7} {
+				for _, k := range []int{1, 31, 32, 33, 70} {
+					for _, n := range []int{1, 9, 16, 40, 64, 70} {
+						ldb := (n+63)&^63 + 64 // whole vectors of either set
+						b := make([]int8, k*ldb)
+						for i := range b {
+							b[i] = int8(rng.Uint32())
+						}
+						sc := randF32(rng, ((k+31)/32)*ldb)
+						lda, ldc := k+rng.IntN(3), n+rng.IntN(3)
+						a := randF32(rng, (m-1)*lda+k)
+						c0 := randF32(rng, (m-1)*ldc+n)
+						acc := (m + k + n) % 2
+						want, got := append([]float32(nil), c0...), append([]float32(nil), c0...)
+						panels(n, 8, asm.PanelVecsAVX2, func(j0, nv, tail int) {
+							asm.GemvWI8AVX2(&want[j0], ldc, &a[0], lda, &b[j0], ldb, m, k, nv, tail, acc, &sc[j0])
+						})
+						mc := NewMachine(s.prog)
+						for _, x := range [][]byte{bytesOf(b), bytesOf(sc), bytesOf(a), bytesOf(got)} {
+							MapSlice(mc, x)
+						}
+						panels(n, s.lanes, s.maxNV, func(j0, nv, tail int) {
+							err := mc.Call("GemvWI8"+s.suffix, Ptr(ptr(got[j0:])), Int(ldc), Ptr(ptr(a)), Int(lda), Ptr(ptr(b[j0:])), Int(ldb),
+								Int(m), Int(k), Int(nv), Int(tail), Int(acc), Ptr(ptr(sc[j0:])))
+							if err != nil {
+								t.Fatalf("m=%d k=%d n=%d: %v", m, k, n, err)
+							}
+						})
+						sameBits(t, "GemvWI8"+s.suffix, got, want)
+					}
+				}
+			}
+			// WidenWI8: whole vectors, k rows.
+			for _, k := range []int{1, 32, 33} {
+				ldb, ldd := 128, 130
+				b := make([]int8, k*ldb)
+				for i := range b {
+					b[i] = int8(rng.Uint32())
+				}
+				sc := randF32(rng, ((k+31)/32)*ldb)
+				want, got := make([]float32, k*ldd), make([]float32, k*ldd)
+				for j0 := 0; j0 < 128; j0 += 16 {
+					asm.WidenWI8AVX2(&want[j0], ldd, &b[j0], ldb, k, 2, &sc[j0])
+				}
+				for j0 := 0; j0 < 128; j0 += s.lanes * s.maxNV {
+					call(t, s, "WidenWI8", [][]byte{bytesOf(b), bytesOf(sc), bytesOf(got)},
+						Ptr(ptr(got[j0:])), Int(ldd), Ptr(ptr(b[j0:])), Int(ldb), Int(k), Int(s.maxNV), Ptr(ptr(sc[j0:])))
+				}
+				sameBits(t, "WidenWI8"+s.suffix, got, want)
 			}
 		})
 	}

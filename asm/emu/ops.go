@@ -125,6 +125,16 @@ func (m *Machine) exec(in *instr) error {
 			return nil
 		}
 		return m.setGP(a[1], v)
+	case "CMOVQLT", "CMOVQGE", "CMOVQEQ", "CMOVQNE":
+		take := map[string]bool{"CMOVQLT": m.sf != m.of, "CMOVQGE": m.sf == m.of, "CMOVQEQ": m.zf, "CMOVQNE": !m.zf}[op]
+		if !take {
+			return nil
+		}
+		v, err := m.gpValue(a[0])
+		if err != nil {
+			return err
+		}
+		return m.setGP(a[1], v)
 	case "MOVBLZX":
 		b, err := m.mem(a[0], 1)
 		if err != nil {
