@@ -315,15 +315,15 @@ func pvCase(t *testing.T, s isa, rng *rand.Rand, rows, nk, dv int, scaled bool) 
 	sameBits(t, "PV"+s.suffix, got, want)
 }
 
-// TestSoftmax runs Softmax and SoftmaxRound (the weights rounded to
-// bfloat16) of both sets in the interpreter beside AVX2's
+// TestSoftmax runs Softmax, SoftmaxRound (the weights rounded to
+// bfloat16) and SoftmaxPairs (and paired over keys) of both sets in the interpreter beside AVX2's
 // natively: 16 to 64 rows, rows with no key yet (m = -Inf), masked
 // scores (-Inf), with and without a softcap.
 func TestSoftmax(t *testing.T) {
 	needAVX2(t)
 	rng := rand.New(rand.NewPCG(5, 6))
 	for _, s := range sets(t) {
-		for _, name := range []string{"Softmax", "SoftmaxRound"} {
+		for _, name := range []string{"Softmax", "SoftmaxRound", "SoftmaxPairs"} {
 			t.Run(name+s.suffix, func(t *testing.T) {
 				for _, rows := range []int{16, 32, 48, 64} {
 					for _, nk := range []int{1, 2, 5, 17} {
@@ -358,25 +358,35 @@ func softmaxCase(t *testing.T, s isa, name string, rng *rand.Rand, rows, nk int,
 		return state{append([]float32(nil), sc...), append([]float32(nil), m0...), append([]float32(nil), l0...), make([]float32, rows)}
 	}
 	want, got := mk(), mk()
+	ldp := lds + 8
+	wantP, gotP := make([]uint32, (nk+1)/2*ldp), make([]uint32, (nk+1)/2*ldp)
 	for r0 := 0; r0 < rows; r0 += 16 {
-		native := asm.SoftmaxAVX2
-		if name == "SoftmaxRound" {
-			native = asm.SoftmaxRoundAVX2
+		switch name {
+		case "Softmax":
+			asm.SoftmaxAVX2(&want.s[r0], lds, &want.m[r0], &want.l[r0], &want.al[r0], nk, 2, softcap)
+		case "SoftmaxRound":
+			asm.SoftmaxRoundAVX2(&want.s[r0], lds, &want.m[r0], &want.l[r0], &want.al[r0], nk, 2, softcap)
+		default:
+			asm.SoftmaxPairsAVX2(&want.s[r0], lds, &want.m[r0], &want.l[r0], &want.al[r0], nk, 2, softcap, &wantP[r0], ldp)
 		}
-		native(&want.s[r0], lds, &want.m[r0], &want.l[r0], &want.al[r0], nk, 2, softcap)
 	}
 	mc := NewMachine(s.prog)
 	for _, x := range [][]float32{got.s, got.m, got.l, got.al} {
 		MapSlice(mc, x)
 	}
+	MapSlice(mc, gotP)
 	step := s.lanes * 4
 	if s.suffix == "AVX2" {
 		step = 16
 	}
 	for r0 := 0; r0 < rows; r0 += step {
 		nv := min(step, rows-r0) / s.lanes
-		err := mc.Call(name+s.suffix, Ptr(ptr(got.s[r0:])), Int(lds), Ptr(ptr(got.m[r0:])), Ptr(ptr(got.l[r0:])),
-			Ptr(ptr(got.al[r0:])), Int(nk), Int(nv), F32(softcap))
+		args := []Arg{Ptr(ptr(got.s[r0:])), Int(lds), Ptr(ptr(got.m[r0:])), Ptr(ptr(got.l[r0:])),
+			Ptr(ptr(got.al[r0:])), Int(nk), Int(nv), F32(softcap)}
+		if name == "SoftmaxPairs" {
+			args = append(args, Ptr(ptr(gotP[r0:])), Int(ldp))
+		}
+		err := mc.Call(name+s.suffix, args...)
 		if err != nil {
 			t.Fatalf("rows=%d nk=%d: %v", rows, nk, err)
 		}
@@ -385,6 +395,11 @@ func softmaxCase(t *testing.T, s isa, name string, rng *rand.Rand, rows, nk int,
 	sameBits(t, "Softmax m", got.m, want.m)
 	sameBits(t, "Softmax l", got.l, want.l)
 	sameBits(t, "Softmax alpha", got.al, want.al)
+	for i := range wantP {
+		if gotP[i] != wantP[i] {
+			t.Fatalf("SoftmaxPairs%s rows=%d nk=%d: pair %d = %#x, want %#x", s.suffix, rows, nk, i, gotP[i], wantP[i])
+		}
+	}
 }
 
 // TestAccess checks that the interpreter reports a read past a mapped
@@ -402,7 +417,7 @@ func TestAccess(t *testing.T) {
 	}
 }
 
-// TestTransposeScale runs TransposeScale of both sets in the interpreter
+// TestTransposeScale runs TransposeScale and Transpose32 of both sets in the interpreter
 // beside AVX2's natively (one rounding per element: the same bits).
 func TestTransposeScale(t *testing.T) {
 	needAVX2(t)
@@ -422,10 +437,29 @@ func TestTransposeScale(t *testing.T) {
 						t.Fatalf("nr=%d nc=%d: %v", nr, nc, err)
 					}
 					sameBits(t, "TransposeScale", got, want)
+					// Transpose32: the same shuffles on bits, no multiply.
+					src32 := bitsOf(src)
+					want32, got32 := make([]uint32, len(want)), make([]uint32, len(got))
+					asm.Transpose32AVX2(&want32[0], ldd, &src32[0], lds, nr, nc)
+					call(t, s, "Transpose32", [][]byte{bytesOf(src32), bytesOf(got32)}, Ptr(ptr(got32)), Int(ldd), Ptr(ptr(src32)), Int(lds), Int(nr), Int(nc))
+					for i := range want32 {
+						if got32[i] != want32[i] {
+							t.Fatalf("Transpose32 nr=%d nc=%d: element %d = %#x, want %#x", nr, nc, i, got32[i], want32[i])
+						}
+					}
 				}
 			}
 		})
 	}
+}
+
+// bitsOf returns x's bit patterns.
+func bitsOf(x []float32) []uint32 {
+	u := make([]uint32, len(x))
+	for i, v := range x {
+		u[i] = math.Float32bits(v)
+	}
+	return u
 }
 
 // near fails unless got is within tol of want (relative to scale).
