@@ -520,11 +520,17 @@ func TestDot(t *testing.T) {
 func TestDecode(t *testing.T) {
 	rng := rand.New(rand.NewPCG(11, 12))
 	for _, s := range sets(t) {
-		for _, typ := range []fallback.KVType{fallback.KVFloat32, fallback.KVFloat16, fallback.KVBFloat16} {
-			name := map[fallback.KVType]string{fallback.KVFloat32: "DecodeF32", fallback.KVFloat16: "DecodeF16", fallback.KVBFloat16: "DecodeBF16"}[typ]
+		for _, typ := range []fallback.KVType{fallback.KVFloat32, fallback.KVFloat16, fallback.KVBFloat16, fallback.KVInt8, fallback.KVInt4} {
+			name := map[fallback.KVType]string{fallback.KVFloat32: "DecodeF32", fallback.KVFloat16: "DecodeF16", fallback.KVBFloat16: "DecodeBF16",
+				fallback.KVInt8: "DecodeI8", fallback.KVInt4: "DecodeI4"}[typ]
 			t.Run(name+s.suffix, func(t *testing.T) {
 				dims := []int{8, 17, 64, 128}
-				if s.suffix == "AVX2" && typ != fallback.KVFloat32 {
+				switch {
+				case typ == fallback.KVInt4:
+					dims = []int{32, 64, 128} // whole q4_0 blocks
+				case s.suffix == "AVX2" && typ == fallback.KVInt8:
+					dims = []int{8, 20, 64, 128} // AVX2 reads an int8 row's last vector as dwords (kernels.HasDecode)
+				case s.suffix == "AVX2" && typ != fallback.KVFloat32:
 					dims = []int{8, 18, 64, 128} // AVX2 reads 16-bit rows as dword pairs: even dims (kernels.HasDecode)
 				}
 				for _, rows := range []int{1, 2, 5, 16} {
@@ -542,16 +548,34 @@ func TestDecode(t *testing.T) {
 func decodeCase(t *testing.T, s isa, name string, typ fallback.KVType, rng *rand.Rand, rows, nk, dk, dv int, running bool) {
 	ldk, ldv := dk+rng.IntN(3), dv+rng.IntN(3)
 	kf, vf := randF32(rng, (nk-1)*ldk+dk), randF32(rng, (nk-1)*ldv+dv)
-	rowsOf := func(f []float32, ld int) (fallback.KVRows, unsafe.Pointer, int) {
-		if typ == fallback.KVFloat32 {
+	var scales [2][]float32 // int8 and int4: K's and V's scales, a row every ldS
+	rowsOf := func(f []float32, ld, dim, which int) (fallback.KVRows, unsafe.Pointer, int) {
+		switch typ {
+		case fallback.KVFloat32:
 			return fallback.KVRows{F32: f, Type: typ, Ld: ld}, ptr(f), 4 * len(f)
+		case fallback.KVInt8, fallback.KVInt4:
+			ldS := fallback.Int8Blocks(dim) + 1
+			sc := make([]float32, nk*ldS)
+			for i := range sc {
+				sc[i] = 0.01 + 0.05*rng.Float32()
+			}
+			scales[which] = sc
+			ldq := ld
+			if typ == fallback.KVInt4 {
+				ldq = fallback.Int4RowBytes(dim) + 3
+			}
+			q := make([]int8, (nk-1)*ldq+fallback.StoredWidth(typ, dim))
+			for i := range q {
+				q[i] = int8(rng.Uint32())
+			}
+			return fallback.KVRows{I8: q, S: sc, Type: typ, Ld: ldq, LdS: ldS}, ptr(q), len(q)
 		}
 		u := make([]uint16, len(f))
 		fallback.Narrow(u, f, typ)
 		return fallback.KVRows{U16: u, Type: typ, Ld: ld}, ptr(u), 2 * len(u)
 	}
-	kr, kp, kn := rowsOf(kf, ldk)
-	vr, vp, vn := rowsOf(vf, ldv)
+	kr, kp, kn := rowsOf(kf, ldk, dk, 0)
+	vr, vp, vn := rowsOf(vf, ldv, dv, 1)
 	q := randF32(rng, rows*dk)
 	for i := range q {
 		q[i] *= 0.3
@@ -576,7 +600,7 @@ func decodeCase(t *testing.T, s isa, name string, typ fallback.KVType, rng *rand
 	wo, wm, wl := append([]float32(nil), o0...), append([]float32(nil), m0...), append([]float32(nil), l0...)
 	fallback.Decode(q, rows, dk, kr, vr, nk, dv, wo, wm, wl, make([]float32, fallback.DecodeKeys+dk+dv), alibi)
 	o, m, l := append([]float32(nil), o0...), append([]float32(nil), m0...), append([]float32(nil), l0...)
-	scratch := make([]float32, asm.DecodeScratchAVX512)
+	scratch := make([]float32, asm.DecodeScratchAVX512+16*(2+fallback.DecodeRows)*(fallback.Int8Blocks(dk)+fallback.Int8Blocks(dv)))
 	mc := NewMachine(s.prog)
 	for _, x := range [][]float32{q, o, m, l, scratch} {
 		MapSlice(mc, x)
@@ -589,10 +613,23 @@ func decodeCase(t *testing.T, s isa, name string, typ fallback.KVType, rng *rand
 		al = Ptr(ptr(alibi))
 	}
 	kvec, vvec := (dk+s.lanes-1)/s.lanes, (dv+s.lanes-1)/s.lanes
-	err := mc.Call(name+s.suffix, Ptr(ptr(q)), Int(rows), Int(kvec), Int(dk-(kvec-1)*s.lanes), Ptr(kp), Int(ldk), Ptr(vp), Int(ldv),
-		Int(nk), Int(vvec), Int(dv-(vvec-1)*s.lanes), Ptr(ptr(o)), Ptr(ptr(m)), Ptr(ptr(l)), Ptr(ptr(scratch)), al)
+	args := []Arg{Ptr(ptr(q)), Int(rows), Int(kvec), Int(dk - (kvec-1)*s.lanes), Ptr(kp), Int(kr.Ld), Ptr(vp), Int(vr.Ld),
+		Int(nk), Int(vvec), Int(dv - (vvec-1)*s.lanes), Ptr(ptr(o)), Ptr(ptr(m)), Ptr(ptr(l)), Ptr(ptr(scratch)), al}
+	if typ.Quantized() {
+		MapSlice(mc, scales[0])
+		MapSlice(mc, scales[1])
+		args = append(args, Ptr(ptr(scales[0])), Int(kr.LdS), Ptr(ptr(scales[1])), Int(vr.LdS))
+	}
+	err := mc.Call(name+s.suffix, args...)
 	if err != nil {
 		t.Fatalf("rows=%d nk=%d dk=%d dv=%d: %v", rows, nk, dk, dv, err)
+	}
+	vmax := 1.0 // the largest |v|, which o's rounding scales with
+	buf := make([]float32, dv)
+	for c := 0; c < nk; c++ {
+		for _, x := range vr.Row(c, dv, buf) {
+			vmax = max(vmax, math.Abs(float64(x)))
+		}
 	}
 	where := func(what string, r int) string {
 		return fmt.Sprintf("%s rows=%d nk=%d dk=%d dv=%d running=%v alibi=%v: %s[%d]", name+s.suffix, rows, nk, dk, dv, running, alibi != nil, what, r)
@@ -603,7 +640,7 @@ func decodeCase(t *testing.T, s isa, name string, typ fallback.KVType, rng *rand
 		f := math.Exp(float64(m[r]) - float64(wm[r]))
 		near(t, where("l", r), float64(l[r])*f, float64(wl[r]), float64(wl[r]))
 		for j := 0; j < dv; j++ {
-			near(t, where("o", r), float64(o[r*dv+j])*f, float64(wo[r*dv+j]), float64(wl[r]))
+			near(t, where("o", r), float64(o[r*dv+j])*f, float64(wo[r*dv+j]), float64(wl[r])*vmax)
 		}
 	}
 }

@@ -135,6 +135,31 @@ func (m *Machine) exec(in *instr) error {
 			return err
 		}
 		return m.setGP(a[1], v)
+	case "MOVL": // 32 bits; a register destination is zero-extended
+		var v uint64
+		switch a[0].kind {
+		case memOperand:
+			b, err := m.mem(a[0], 4)
+			if err != nil {
+				return err
+			}
+			v = uint64(binary.LittleEndian.Uint32(b))
+		default:
+			x, err := m.gpValue(a[0])
+			if err != nil {
+				return err
+			}
+			v = x & 0xffffffff
+		}
+		if a[1].kind == memOperand {
+			b, err := m.mem(a[1], 4)
+			if err != nil {
+				return err
+			}
+			binary.LittleEndian.PutUint32(b, uint32(v))
+			return nil
+		}
+		return m.setGP(a[1], v)
 	case "MOVBLZX":
 		b, err := m.mem(a[0], 1)
 		if err != nil {
@@ -427,6 +452,51 @@ func (m *Machine) vector(in *instr) error {
 		return m.shuffle(base, a)
 	case "VADDSS", "VCVTSI2SSQ", "VMOVSS":
 		return m.scalarOp(base, a)
+	case "VINSERTF32X4", "VINSERTF128", "VINSERTI128": // Go's order: $lane, the 128 bits, the source, the destination
+		x, err := m.source(a[1], 4, masking{}, false)
+		if err != nil {
+			return err
+		}
+		r := m.reg(a[2].reg)
+		_, w, _ := vecRegister(dst.reg)
+		r.width = w
+		copy(r.l[4*int(a[0].imm):4*int(a[0].imm)+4], x.l[:4])
+		m.setReg(dst.reg, r)
+		return nil
+	case "VPTERNLOGD": // bit i of the result is bit (d<<2 | y<<1 | x) of the immediate
+		_, w, _ := vecRegister(dst.reg)
+		x, err := m.source(a[1], w/4, masking{}, false)
+		if err != nil {
+			return err
+		}
+		y, d := m.reg(a[2].reg), m.reg(dst.reg)
+		var r vec
+		for i := 0; i < w/4; i++ {
+			for bit := 0; bit < 32; bit++ {
+				idx := (d.l[i]>>bit&1)<<2 | (y.l[i]>>bit&1)<<1 | x.l[i]>>bit&1
+				r.l[i] |= uint32(a[0].imm>>idx&1) << bit
+			}
+		}
+		m.write(dst.reg, r, k)
+		return nil
+	case "VUNPCKLPD", "VUNPCKHPD": // per 128-bit lane: the first source's quadword, then the second's
+		_, w, _ := vecRegister(dst.reg)
+		x, err := m.source(a[0], w/4, masking{}, false)
+		if err != nil {
+			return err
+		}
+		y := m.reg(a[1].reg)
+		h := 0
+		if base == "VUNPCKHPD" {
+			h = 2
+		}
+		var r vec
+		for q := 0; q < w/4; q += 4 {
+			r.l[q], r.l[q+1] = y.l[q+h], y.l[q+h+1]
+			r.l[q+2], r.l[q+3] = x.l[q+h], x.l[q+h+1]
+		}
+		m.setReg(dst.reg, r)
+		return nil
 	case "VEXTRACTF128", "VEXTRACTI128", "VEXTRACTF32X4":
 		src := m.reg(a[1].reg)
 		var r vec
