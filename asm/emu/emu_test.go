@@ -827,3 +827,137 @@ func TestInt8Weights(t *testing.T) {
 		})
 	}
 }
+
+// TestInt4Weights runs GemvWI4 and WidenWI4 of both sets in the
+// interpreter against their documented sums in Go (each set packs the
+// nibbles in groups of its own vector width, fallback.Int4Byte), which
+// AVX2's kernels run natively match too: a zero point and a scale a
+// block, the sums in order of p.
+func TestInt4Weights(t *testing.T) {
+	needAVX2(t)
+	rng := rand.New(rand.NewPCG(17, 18))
+	for _, s := range sets(t) {
+		t.Run(s.suffix, func(t *testing.T) {
+			u := func(b []byte, ldb, p, j int) float32 {
+				return float32(fallback.Int4At(b[p*ldb/2:], j, s.lanes))
+			}
+			for _, m := range []int{1, 2, 3, 5} {
+				for _, k := range []int{1, 31, 32, 33, 70} {
+					for _, n := range []int{1, 9, 16, 40, 64, 70} {
+						ldb := (n+63)&^63 + 64
+						b := make([]byte, k*ldb/2)
+						for i := range b {
+							b[i] = byte(rng.Uint32())
+						}
+						nb := (k + 31) / 32
+						sc := randF32(rng, nb*ldb)
+						z := make([]uint8, nb*ldb)
+						for i := range z {
+							z[i] = uint8(rng.IntN(16))
+						}
+						lda, ldc := k+rng.IntN(3), n+rng.IntN(3)
+						a := randF32(rng, (m-1)*lda+k)
+						c0 := randF32(rng, (m-1)*ldc+n)
+						acc := (m + k + n) % 2
+						want, got := append([]float32(nil), c0...), append([]float32(nil), c0...)
+						for i := 0; i < m; i++ {
+							for j := 0; j < n; j++ {
+								c := float32(0)
+								if acc != 0 {
+									c = c0[i*ldc+j]
+								}
+								for q0 := 0; q0 < k; q0 += 32 {
+									ar := a[i*lda:]
+									sum, asum := ar[q0]*u(b, ldb, q0, j), ar[q0]
+									for p := q0 + 1; p < min(k, q0+32); p++ {
+										sum, asum = fma32(ar[p], u(b, ldb, p, j), sum), asum+ar[p]
+									}
+									sum = fma32(-float32(z[(q0/32)*ldb+j]), asum, sum)
+									c = fma32(sum, sc[(q0/32)*ldb+j], c)
+								}
+								want[i*ldc+j] = c
+							}
+						}
+						if s.suffix == "AVX2" { // the Go sums against the kernel run natively
+							nat := append([]float32(nil), c0...)
+							panels(n, 8, asm.PanelVecsAVX2, func(j0, nv, tail int) {
+								asm.GemvWI4AVX2(&nat[j0], ldc, &a[0], lda, &b[j0/2], ldb, m, k, nv, tail, acc, &sc[j0], &z[j0])
+							})
+							sameBits(t, "GemvWI4AVX2 natively", nat, want)
+						}
+						mc := NewMachine(s.prog)
+						for _, x := range [][]byte{b, bytesOf(sc), z, bytesOf(a), bytesOf(got)} {
+							MapSlice(mc, x)
+						}
+						panels(n, s.lanes, s.maxNV, func(j0, nv, tail int) {
+							err := mc.Call("GemvWI4"+s.suffix, Ptr(ptr(got[j0:])), Int(ldc), Ptr(ptr(a)), Int(lda), Ptr(ptr(b[j0/2:])), Int(ldb),
+								Int(m), Int(k), Int(nv), Int(tail), Int(acc), Ptr(ptr(sc[j0:])), Ptr(ptr(z[j0:])))
+							if err != nil {
+								t.Fatalf("m=%d k=%d n=%d: %v", m, k, n, err)
+							}
+						})
+						sameBits(t, "GemvWI4"+s.suffix, got, want)
+					}
+				}
+			}
+			for _, k := range []int{1, 32, 33} {
+				ldb, ldd := 128, 130
+				b := make([]byte, k*ldb/2)
+				for i := range b {
+					b[i] = byte(rng.Uint32())
+				}
+				nb := (k + 31) / 32
+				sc, z := randF32(rng, nb*ldb), make([]uint8, nb*ldb)
+				for i := range z {
+					z[i] = uint8(rng.IntN(16))
+				}
+				want, got := make([]float32, k*ldd), make([]float32, k*ldd)
+				for p := 0; p < k; p++ {
+					for j := 0; j < ldb; j++ {
+						want[p*ldd+j] = (u(b, ldb, p, j) - float32(z[(p/32)*ldb+j])) * sc[(p/32)*ldb+j]
+					}
+				}
+				for j0 := 0; j0 < 128; j0 += s.lanes * s.maxNV {
+					call(t, s, "WidenWI4", [][]byte{b, bytesOf(sc), z, bytesOf(got)},
+						Ptr(ptr(got[j0:])), Int(ldd), Ptr(ptr(b[j0/2:])), Int(ldb), Int(k), Int(s.maxNV), Ptr(ptr(sc[j0:])), Ptr(ptr(z[j0:])))
+				}
+				sameBits(t, "WidenWI4"+s.suffix, got, want)
+			}
+		})
+	}
+}
+
+// TestNarrow runs NarrowF16 and NarrowBF16 of both sets against
+// fallback's F32ToF16 and F32ToBF16, bit for bit: random patterns,
+// rounding ties, overflow, binary16's subnormals, NaN and infinities.
+func TestNarrow(t *testing.T) {
+	rng := rand.New(rand.NewPCG(19, 20))
+	src := make([]float32, 4096)
+	for i := range src {
+		switch i % 4 {
+		case 0:
+			src[i] = math.Float32frombits(rng.Uint32())
+		case 1: // binary16's range, ties included
+			src[i] = math.Float32frombits(uint32(rng.IntN(2))<<31 | uint32(100+rng.IntN(50))<<23 | uint32(rng.IntN(1<<10))<<13 | 1<<12)
+		case 2:
+			src[i] = float32(rng.NormFloat64() * math.Pow(2, float64(rng.IntN(40)-25)))
+		default:
+			src[i] = []float32{float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN()), 65520, 65519, 6e-8, 3e-8, 0}[rng.IntN(8)]
+		}
+	}
+	for _, s := range sets(t) {
+		for _, name := range []string{"NarrowF16", "NarrowBF16"} {
+			got := make([]uint16, len(src))
+			call(t, s, name, [][]byte{bytesOf(src), bytesOf(got)}, Ptr(ptr(got)), Ptr(ptr(src)), Int(len(src)))
+			for i, x := range src {
+				want := fallback.F32ToF16(x)
+				if name == "NarrowBF16" {
+					want = fallback.F32ToBF16(x)
+				}
+				if got[i] != want {
+					t.Fatalf("%s%s(%#x) = %#04x, want %#04x", name, s.suffix, math.Float32bits(x), got[i], want)
+				}
+			}
+		}
+	}
+}

@@ -497,6 +497,76 @@ func (m *Machine) vector(in *instr) error {
 		}
 		m.setReg(dst.reg, r)
 		return nil
+	case "VPERMPS", "VPERMD": // Go's order: the table, the indices, the destination
+		_, w, _ := vecRegister(dst.reg)
+		lanes := w / 4
+		tab, err := m.source(a[0], lanes, masking{}, false)
+		if err != nil {
+			return err
+		}
+		idx := m.reg(a[1].reg)
+		var r vec
+		for i := 0; i < lanes; i++ {
+			r.l[i] = tab.l[int(idx.l[i])&(lanes-1)]
+		}
+		m.write(dst.reg, r, k)
+		return nil
+	case "VPMOVDW", "VCVTPS2PH": // dwords (or float32s) to words: a register's lanes to half as many bytes
+		var src vec
+		if base == "VCVTPS2PH" {
+			if a[0].imm&3 != 0 {
+				return fmt.Errorf("rounding control %d", a[0].imm)
+			}
+			src = m.reg(a[1].reg)
+		} else {
+			src = m.reg(a[0].reg)
+		}
+		out := make([]byte, 2*src.lanes())
+		for i := 0; i < src.lanes(); i++ {
+			h := uint16(src.l[i])
+			if base == "VCVTPS2PH" {
+				h = floatToHalf(src.f(i))
+			}
+			binary.LittleEndian.PutUint16(out[2*i:], h)
+		}
+		if dst.kind == memOperand {
+			b, err := m.mem(dst, len(out))
+			if err != nil {
+				return err
+			}
+			copy(b, out)
+			return nil
+		}
+		n, _, _ := vecRegister(dst.reg)
+		clear(m.z[n][:])
+		copy(m.z[n][:], out)
+		return nil
+	case "VPACKUSDW": // per 128-bit lane: Intel's first source's dwords, then the second's, to words clamped to 0..65535
+		_, w, _ := vecRegister(dst.reg)
+		x, err := m.source(a[0], w/4, masking{}, false)
+		if err != nil {
+			return err
+		}
+		y := m.reg(a[1].reg)
+		sat := func(v uint32) uint32 { return uint32(min(max(int64(int32(v)), 0), 65535)) }
+		var r vec
+		for q := 0; q < w/4; q += 4 {
+			for i := 0; i < 2; i++ {
+				r.l[q+i] = sat(y.l[q+2*i]) | sat(y.l[q+2*i+1])<<16
+				r.l[q+2+i] = sat(x.l[q+2*i]) | sat(x.l[q+2*i+1])<<16
+			}
+		}
+		m.setReg(dst.reg, r)
+		return nil
+	case "VPERMQ": // $imm, source, destination: quadword i from quadword imm>>2i&3
+		src := m.reg(a[1].reg)
+		var r vec
+		for i := 0; i < 4; i++ {
+			j := int(a[0].imm>>(2*i)) & 3
+			r.l[2*i], r.l[2*i+1] = src.l[2*j], src.l[2*j+1]
+		}
+		m.setReg(dst.reg, r)
+		return nil
 	case "VEXTRACTF128", "VEXTRACTI128", "VEXTRACTF32X4":
 		src := m.reg(a[1].reg)
 		var r vec
@@ -1066,4 +1136,43 @@ func (m *Machine) scalarOp(op string, a []operand) error {
 	}
 	m.setReg(dst.reg, r)
 	return nil
+}
+
+// floatToHalf is VCVTPS2PH's conversion with rounding to nearest even:
+// overflow to infinity, underflow to binary16's subnormals, NaN kept
+// quiet with its payload's top bits.
+func floatToHalf(f float32) uint16 {
+	b := math.Float32bits(f)
+	sign := uint16(b>>16) & 0x8000
+	exp := int(b>>23) & 0xff
+	mant := b & 0x7fffff
+	if exp == 0xff {
+		if mant != 0 {
+			return sign | 0x7e00 | uint16(mant>>13)
+		}
+		return sign | 0x7c00
+	}
+	round := func(q, rem uint32, shift uint) uint32 {
+		half := uint32(1) << (shift - 1)
+		if rem > half || (rem == half && q&1 == 1) {
+			q++
+		}
+		return q
+	}
+	e := exp - 127 + 15
+	if e >= 0x1f {
+		return sign | 0x7c00
+	}
+	if e >= 1 {
+		return sign | uint16(round(uint32(e)<<10|mant>>13, mant&0x1fff, 13))
+	}
+	shift := uint(14 - e)
+	if shift > 25 {
+		return sign
+	}
+	sig := mant | 0x800000
+	if exp == 0 {
+		sig = mant
+	}
+	return sign | uint16(round(sig>>shift, sig&(1<<shift-1), shift))
 }
