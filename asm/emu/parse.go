@@ -1,14 +1,3 @@
-// Package emu runs functions of the generated amd64 assembly (asm's .s
-// files, Go assembler syntax) in an interpreter: the AVX-512 kernels'
-// float32 family on cores that have no AVX-512, so that their results can
-// be checked where they cannot run natively. It knows the instructions
-// those kernels use (the GEMMs, PV, Softmax), with Intel's semantics for
-// each, and every memory access goes through regions the caller mapped:
-// a byte outside them, a mask's suppressed lanes aside, is an error, as a
-// guard page would be a fault.
-//
-// It is a test tool: slow (an instruction takes about a microsecond),
-// never used by the library.
 package emu
 
 import (
