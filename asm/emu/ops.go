@@ -651,19 +651,7 @@ func (m *Machine) vector(in *instr) error {
 			return err
 		}
 		y := m.reg(a[1].reg)
-		var bits uint64
-		var r vec
-		for i := 0; i < lanes; i++ {
-			if int32(y.l[i]) > int32(x.l[i]) {
-				bits |= 1 << i
-				r.l[i] = ^uint32(0)
-			}
-		}
-		if n, ok := maskRegister(dst.reg); ok {
-			m.k[n] = bits
-			return nil
-		}
-		m.setReg(dst.reg, r)
+		m.setLanes(dst, lanes, func(i int) bool { return int32(y.l[i]) > int32(x.l[i]) })
 		return nil
 	case "VPMOVZXWD", "VCVTPH2PS":
 		_, w, _ := vecRegister(dst.reg)
@@ -866,20 +854,26 @@ func (m *Machine) compare(a []operand) error {
 	if err != nil {
 		return err
 	}
+	m.setLanes(dst, lanes, func(i int) bool { return predicate(a[0].imm, y.f(i), x.f(i)) })
+	return nil
+}
+
+// setLanes writes a comparison's result to dst: a mask register's bits,
+// or a vector's lanes of all ones (AVX).
+func (m *Machine) setLanes(dst operand, lanes int, holds func(i int) bool) {
 	var bits uint64
 	var r vec
 	for i := 0; i < lanes; i++ {
-		if predicate(a[0].imm, y.f(i), x.f(i)) {
+		if holds(i) {
 			bits |= 1 << i
 			r.l[i] = ^uint32(0)
 		}
 	}
 	if n, ok := maskRegister(dst.reg); ok {
 		m.k[n] = bits
-		return nil
+		return
 	}
 	m.setReg(dst.reg, r)
-	return nil
 }
 
 // predicate is VCMPPS's comparison imm of p with q (bit 4, signalling,
