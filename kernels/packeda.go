@@ -102,9 +102,7 @@ func (ks *Set) GemmWPacked(c []float32, ldc int, a []float32, lda int, b WeightR
 	if !ks.HasGemmWPacked(b.Type) {
 		panic(fmt.Sprintf("kernels: GemmWPacked: set %s has none for %v", ks.Name, b.Type))
 	}
-	if b.P != nil && (!ks.pairsW || k%2 != 0) {
-		panic(fmt.Sprintf("kernels: GemmWPacked: set %s: %d rows of bfloat16 pairs", ks.Name, k))
-	}
+	ks.checkWeightPairs("GemmWPacked", b, k)
 	if ks.weightsCall("GemmWPacked", c, ldc, a, lda, b, m, n, k, accumulate) {
 		checkPacked("GemmWPacked", a, lda, m, k)
 		ks.gemmWPacked(c, ldc, a, lda, b, m, n, k, accumulate)

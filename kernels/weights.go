@@ -40,11 +40,18 @@ func (ks *Set) GemmW(c []float32, ldc int, a []float32, lda int, b WeightRows, m
 	if !ks.HasGemmW(b.Type) {
 		panic(fmt.Sprintf("kernels: GemmW: set %s has no GemmW for %v", ks.Name, b.Type))
 	}
-	if b.P != nil && (!ks.pairsW || k%2 != 0) {
-		panic(fmt.Sprintf("kernels: GemmW: set %s: %d rows of bfloat16 pairs", ks.Name, k))
-	}
+	ks.checkWeightPairs("GemmW", b, k)
 	if ks.weightsCall("GemmW", c, ldc, a, lda, b, m, n, k, accumulate) {
 		ks.gemmW(c, ldc, a, lda, b, m, n, k, accumulate)
+	}
+}
+
+// checkWeightPairs panics unless the set reads b's bfloat16 pairs, if b
+// holds them, and k (rows of b) is even: the rule of GemmW and its packed
+// twin.
+func (ks *Set) checkWeightPairs(kernel string, b WeightRows, k int) {
+	if b.P != nil && (!ks.pairsW || k%2 != 0) {
+		panic(fmt.Sprintf("kernels: %s: set %s: %d rows of bfloat16 pairs", kernel, ks.Name, k))
 	}
 }
 
