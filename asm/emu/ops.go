@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
-	"strings"
 )
 
 // vec is a vector value: 16 lanes of 32 bits, width bytes of them in use.
@@ -429,16 +428,10 @@ func (m *Machine) write(dst string, r vec, k masking) {
 
 // vector runs a vector instruction.
 func (m *Machine) vector(in *instr) error {
-	op, a := in.op, append([]operand(nil), in.args...)
-	var k masking
-	base, suffix, _ := strings.Cut(op, ".")
-	k.zero = suffix == "Z"
-	bcst := suffix == "BCST"
-	if base != "VCMPPS" && len(a) >= 3 {
-		if n, ok := maskRegister(a[len(a)-2].reg); ok && a[len(a)-2].kind == regOperand {
-			k.on, k.bits = true, m.k[n]
-			a = append(a[:len(a)-2], a[len(a)-1])
-		}
+	a, base, bcst := in.args, in.base, in.bcst
+	k := masking{zero: in.zero}
+	if in.mask > 0 {
+		k.on, k.bits = true, m.k[in.mask-1]
 	}
 	dst := a[len(a)-1]
 	switch base {

@@ -26,6 +26,12 @@ type instr struct {
 	op   string
 	args []operand
 	line int
+	// Split once at parse time for the vector instructions: the mnemonic
+	// without its suffix, the suffix's zeroing (.Z) and broadcast (.BCST),
+	// and the write mask (1+K's number; 0 for none), taken out of args.
+	base       string
+	zero, bcst bool
+	mask       int
 }
 
 // operandKind tells what an operand is.
@@ -145,7 +151,24 @@ func parseInstr(line string) (instr, error) {
 		}
 		in.args = append(in.args, o)
 	}
+	splitMask(&in)
 	return in, nil
+}
+
+// splitMask fills a vector instruction's base, suffix flags and write
+// mask: a K register just before the destination (VCMPPS's K there is
+// its destination's neighbour, a source, and stays).
+func splitMask(in *instr) {
+	base, suffix, _ := strings.Cut(in.op, ".")
+	in.base, in.zero, in.bcst = base, suffix == "Z", suffix == "BCST"
+	a := in.args
+	if base == "VCMPPS" || len(a) < 3 || a[len(a)-2].kind != regOperand {
+		return
+	}
+	if n, ok := maskRegister(a[len(a)-2].reg); ok {
+		in.mask = n + 1
+		in.args = append(a[:len(a)-2:len(a)-2], a[len(a)-1])
+	}
 }
 
 // splitOperands splits at the commas outside parentheses.
