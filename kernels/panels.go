@@ -147,10 +147,7 @@ type pvFunc func(o *float32, ldo int, p *float32, ldp int, v *float32, ldv int, 
 
 // pvPanels runs a PV kernel over the column panels of o.
 func pvPanels(kernel pvFunc, lanes, maxNV int, o []float32, ldo int, p []float32, ldp int, v []float32, ldv int, alpha []float32, rows, nk, dv int) {
-	var ap *float32
-	if alpha != nil {
-		ap = &alpha[0]
-	}
+	ap := first(alpha) // the first chunk's rescale; 1 for the later ones
 	for c0 := 0; c0 == 0 || c0 < nk; c0 += pvChunk {
 		kc := min(pvChunk, nk-c0)
 		var pp *float32
