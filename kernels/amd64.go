@@ -21,6 +21,7 @@ var (
 		lanes: asm.LanesAVX2, panelVecs: asm.PanelVecsAVX2, softmaxVecs: asm.SoftmaxVecsAVX2, dotRows: asm.DotRowsAVX2,
 		peakChains: asm.PeakChainsAVX2, decodeKeys: asm.DecodeKeysAVX2, decodeScratch: asm.DecodeScratchAVX2,
 		decodeScaleWidth: asm.DecodeScaleWidthAVX2, decodePairs: asm.DecodePairsAVX2,
+		pvChunk: pvChunk,
 	}, x86Kernels{
 		gemm: asm.GemmAVX2, gemmPacked: asm.GemmPackedAVX2, gemmW16: [2]gemmW16Func{asm.GemmWF16AVX2, asm.GemmWBF16AVX2}, gemmWP: asm.GemmWPairsAVX2,
 		gemmWPacked16: [2]gemmW16Func{asm.GemmWPackedF16AVX2, asm.GemmWPackedBF16AVX2}, gemmWPPacked: asm.GemmWPairsPackedAVX2,
@@ -43,6 +44,7 @@ var (
 		lanes: asm.LanesAVX512, panelVecs: asm.PanelVecsAVX512, softmaxVecs: asm.SoftmaxVecsAVX512, dotRows: asm.DotRowsAVX512,
 		peakChains: asm.PeakChainsAVX512, decodeKeys: asm.DecodeKeysAVX512, decodeScratch: asm.DecodeScratchAVX512,
 		decodeScaleWidth: asm.DecodeScaleWidthAVX512, decodePairs: asm.DecodePairsAVX512,
+		pvChunk: 0, // whole blocks (pvChunk's note)
 	}, x86Kernels{
 		gemm: asm.GemmAVX512, gemmPacked: asm.GemmPackedAVX512, gemmW16: [2]gemmW16Func{asm.GemmWF16AVX512, asm.GemmWBF16AVX512}, gemmWP: asm.GemmWPairsAVX512,
 		gemmWPacked16: [2]gemmW16Func{asm.GemmWPackedF16AVX512, asm.GemmWPackedBF16AVX512}, gemmWPPacked: asm.GemmWPairsPackedAVX512,
@@ -127,11 +129,13 @@ func weightPanels(kernels [2]gemmW16Func, pairs gemmWPairsFunc, i8 gemmWI8Func, 
 }
 
 // x86Params are the numbers one amd64 ISA's kernels were generated with
-// (asm/params_<isa>_amd64.go).
+// (asm/params_<isa>_amd64.go), and the keys of one PV kernel call
+// (pvChunk; 0: a whole block).
 type x86Params struct {
 	lanes, panelVecs, softmaxVecs, dotRows, peakChains int
 	decodeKeys, decodeScratch, decodeScaleWidth        int
 	decodePairs                                        bool
+	pvChunk                                            int
 }
 
 // x86Kernels are one amd64 ISA's generated functions.
@@ -220,7 +224,7 @@ func x86Set(name string, pr x86Params, k x86Kernels, requires ...cpuid.FeatureID
 		softmaxRound: softmaxCalls(k.softmaxRound, lanes, pr.softmaxVecs),
 		bias:         biasCalls(k.bias, lanes, pr.softmaxVecs),
 		pv: func(o []float32, ldo int, p []float32, ldp int, v []float32, ldv int, alpha []float32, rows, nk, dv int) {
-			pvPanels(k.pv, lanes, maxNV, o, ldo, p, ldp, v, ldv, alpha, rows, nk, dv)
+			pvPanels(k.pv, lanes, maxNV, pr.pvChunk, o, ldo, p, ldp, v, ldv, alpha, rows, nk, dv)
 		},
 		exp: func(dst, src []float32) { expVectors(k.exp, lanes, dst, src) },
 		tr: func(dst []float32, ldd int, src []float32, lds int, nr, nc int, scale float32) {

@@ -29,7 +29,7 @@ var neon = &Set{
 	pv: func(o []float32, ldo int, p []float32, ldp int, v []float32, ldv int, alpha []float32, rows, nk, dv int) {
 		whole := dv / asm.LanesNEON * asm.LanesNEON
 		if whole > 0 {
-			pvPanels(asm.PVNEON, asm.LanesNEON, asm.PanelVecsNEON, o, ldo, p, ldp, v, ldv, alpha, rows, nk, whole)
+			pvPanels(asm.PVNEON, asm.LanesNEON, asm.PanelVecsNEON, pvChunk, o, ldo, p, ldp, v, ldv, alpha, rows, nk, whole)
 		}
 		if whole < dv {
 			var vt []float32

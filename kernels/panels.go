@@ -145,11 +145,15 @@ func first(x []float32) *float32 {
 // pvFunc is the signature of the generated PV kernels.
 type pvFunc func(o *float32, ldo int, p *float32, ldp int, v *float32, ldv int, alpha *float32, rows, nk, nv, tail int)
 
-// pvPanels runs a PV kernel over the column panels of o.
-func pvPanels(kernel pvFunc, lanes, maxNV int, o []float32, ldo int, p []float32, ldp int, v []float32, ldv int, alpha []float32, rows, nk, dv int) {
+// pvPanels runs a PV kernel over the column panels of o, in chunks of
+// chunk keys (0: all).
+func pvPanels(kernel pvFunc, lanes, maxNV, chunk int, o []float32, ldo int, p []float32, ldp int, v []float32, ldv int, alpha []float32, rows, nk, dv int) {
+	if chunk <= 0 {
+		chunk = max(nk, 1)
+	}
 	ap := first(alpha) // the first chunk's rescale; 1 for the later ones
-	for c0 := 0; c0 == 0 || c0 < nk; c0 += pvChunk {
-		kc := min(pvChunk, nk-c0)
+	for c0 := 0; c0 == 0 || c0 < nk; c0 += chunk {
+		kc := min(chunk, nk-c0)
 		var pp *float32
 		if kc > 0 {
 			pp = &p[c0*ldp]
