@@ -341,6 +341,7 @@ func EmulatedVNNI() *Set {
 }
 
 func init() {
+	avx512.stridedKV = cpuid.CPU.VendorID == cpuid.AMD // ReadsStridedKV
 	// VPDPBUSD (AVX512_VNNI): Intel from Ice Lake and Cascade Lake, AMD
 	// from Zen 4.
 	avx512.optional = append(avx512.optional, cpuid.AVX512VNNI)

@@ -82,6 +82,7 @@ type Set struct {
 	heads         *headKernels                                                                                         // nil: no key-major decode of BSHD heads (heads.go)
 
 	panelCols     int  // columns of one register panel of Gemm, QK and PV (0: all at once)
+	stridedKV     bool // ReadsStridedKV
 	int4Half      int  // the nibble interleave of GemvI4's int4 rows (0: Lanes)
 	decodeKeys    int  // fewest keys of a Decode call
 	decodeScratch int  // Decode's scratch floats (0: fallback.DecodeScratch)
@@ -345,6 +346,23 @@ func (ks *Set) ScoreBias(s []float32, lds int, slope, dist, bias []float32, nk, 
 	}
 	ks.bias(s, lds, slope, dist, bias, nk, rows)
 }
+
+// ReadsStridedKV reports whether the set's flash loop reads K/V rows a
+// head's stride apart (BSHD) as fast as heads-major ones on this CPU, so
+// that a prefill reads them in place rather than copy them heads-major
+// first (tile.Regroups): the avx512 set on AMD cores. There QK and PV
+// pass over a block once per item (panels of 64 rows and of 64 columns)
+// and the walk is followed by the core's prefetchers: on Zen 4 (32 KiB
+// L1, 1 MiB L2), one thread, three alternated rounds, float32 BSHD in
+// place against the copy: 1,8,8,512,512,64 full 82.9–86.1% of the FMA
+// peak against 81.6–83.0, causal 74.5–75.0 against 61.0–71.3;
+// 1,16,16,1024,1024,128 full 86.8–89.5 against 83.1–87.6, causal
+// 80.0–82.2 against 74.8–78.4; 1,8,8,2048,2048,64 level; float16 K/V
+// level. Elsewhere the copy stays: AVX2's panels of 16 rows pass over a
+// block four times (Zen 4: 1,8,8,2048,2048,64 full 66.6–71.8% in place
+// against 80.9–81.4 copied), and on an Intel Xeon (model 207) AVX-512 ran
+// 1,16,16,1024,1024,128 BSHD at 35–37% in place, 58–61% copied.
+func (ks *Set) ReadsStridedKV() bool { return ks.stridedKV }
 
 // HasDot reports whether the set has a Dot kernel worth using for a few
 // query rows (the vector sets; the generic QK wastes no lanes).

@@ -80,7 +80,7 @@ func (e *Engine) attend(works []attnWork, c call) bool {
 	for i := range works {   // BSHD K/V whose rows alias (or the bfloat16 mode's): copied heads-major first
 		p := &works[i].p
 		tile.PairValues(e.ks, p)
-		if tile.Regroups(p) && regroupFits(p) {
+		if tile.Regroups(e.ks, p) && regroupFits(p) {
 			kv, ok := e.copies.get()
 			if !ok {
 				kv = new(tile.KVCopy)

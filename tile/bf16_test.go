@@ -77,7 +77,7 @@ func TestPairedValues(t *testing.T) {
 			each := run(&p)
 			paired := p
 			PairValues(ks, &paired)
-			if !Regroups(&paired) {
+			if !Regroups(ks, &paired) {
 				t.Fatalf("%s %+v: no regroup", ks, c)
 			}
 			rg := NewRegroup(&paired, new(KVCopy))

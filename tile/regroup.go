@@ -43,19 +43,20 @@ const regroupMinRows = 256
 const regroupKeys = 64
 
 // Regroups reports whether p's K and V are worth copying heads-major
-// before its flash items run (Regroup): BSHD K/V of several KV heads
-// (whatever the stride: see regroupAnyStride), enough query rows, and not
-// a split decode; or, in the bfloat16 mode, K/V not stored as bfloat16 that
-// more than one item per KV head would each round (rounds), or V that
-// they would each pair (pairsInPlace).
-func Regroups(p *Problem) bool {
+// before set ks's flash items run (Regroup): BSHD K/V of several KV heads
+// (whatever the stride: see regroupAnyStride), enough query rows, not a
+// split decode, and a set that reads them slower in place
+// (kernels.Set.ReadsStridedKV); or, in the bfloat16 mode, K/V not stored
+// as bfloat16 that more than one item per KV head would each round
+// (rounds), or V that they would each pair (pairsInPlace).
+func Regroups(ks *kernels.Set, p *Problem) bool {
 	if _, ok := NewSplit(p); ok {
 		return false
 	}
 	if rounds(p) || pairsInPlace(p) {
 		return true
 	}
-	return !p.KVHeadsMajor && p.KVHeads > 1 && p.QLen >= regroupMinRows
+	return !p.KVHeadsMajor && p.KVHeads > 1 && p.QLen >= regroupMinRows && !ks.ReadsStridedKV()
 }
 
 // rounds reports whether a Regroup of p also rounds K and V to bfloat16
