@@ -1,6 +1,9 @@
 package tile
 
-import "github.com/fastattn/fastattn/kernels"
+import (
+	"github.com/fastattn/fastattn/fallback"
+	"github.com/fastattn/fastattn/kernels"
+)
 
 // A decode step of one query row per KV head (MHA) over BSHD K/V reads its
 // keys key by key across the heads: each key position's rows of every KV
@@ -41,14 +44,16 @@ func keyMajorGroup(p *Problem) int {
 
 // runKeyMajor runs KV heads [g0, g1) of batch b over chunk's keys
 // [k0, k1) key by key across the heads and saves each head's state. It
-// reports false, having done nothing, where ks has no head kernels or the
-// chunk holds keys its rows do not all see (a window's or a causal
-// offset's edge): the caller then runs the heads in interleaved groups of
-// a page. Softmax's lanes past the heads (rp > heads) start at zero
-// scores, so they stay finite and never slow the exp with stale values.
+// reports false, having done nothing, where ks has no head kernels, where
+// it reads float32 rows a head's stride apart as fast as in address order
+// (stridedFloat32), or where the chunk holds keys its rows do not all see
+// (a window's or a causal offset's edge): the caller then runs the heads
+// in interleaved groups of a page. Softmax's lanes past the heads
+// (rp > heads) start at zero scores, so they stay finite and never slow
+// the exp with stale values.
 func (sp Split) runKeyMajor(ks *kernels.Set, p *Problem, b, g0, g1, chunk, k0, k1 int, ws *Workspace, part []float32) bool {
 	dk, dv := p.HeadDim, p.ValueDim
-	if !ks.HasHeads(p.KVType, dk, dv) {
+	if !ks.HasHeads(p.KVType, dk, dv) || stridedFloat32(ks, p) {
 		return false
 	}
 	lo, a, e, hi := keySpans(p, sp.headItem(p, b, g0))
@@ -87,4 +92,17 @@ func (sp Split) runKeyMajor(ks *kernels.Set, p *Problem, b, g0, g1, chunk, k0, k
 		dst[dv], dst[dv+1] = ws.m[h], ws.l[h]
 	}
 	return true
+}
+
+// stridedFloat32 reports whether the MHA decode of p runs its float32 K/V
+// in interleaved head groups on the fused decode kernel rather than key
+// by key: on a set that reads strided K/V in place
+// (kernels.Set.ReadsStridedKV; the avx512 set on AMD), whose fused
+// kernel is zmm code where the head kernels are ymm. Zen 4, one thread,
+// 1,32,32,1,4096,128 BSHD float32, three alternated rounds: 5.39–5.83 ms
+// in head groups against 6.34–6.51 key by key (BHSD 4.78–5.93). Float16
+// was mixed (3.48–4.39 against 4.09–4.26 ms) and int8 slower in groups
+// (3.31–4.21 against 3.18–3.25): they stay key by key.
+func stridedFloat32(ks *kernels.Set, p *Problem) bool {
+	return p.KVType == fallback.KVFloat32 && ks.ReadsStridedKV()
 }

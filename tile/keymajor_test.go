@@ -17,7 +17,8 @@ import (
 // Workspace's rows (two groups), head dims of one vector and of K and V
 // apart, and key counts that end inside a block; its results do not
 // depend on the order the items run in; and the plan groups heads as
-// keyMajorGroup says.
+// keyMajorGroup says (float32 on a set that reads strided K/V in place
+// then runs in interleaved groups: stridedFloat32).
 func TestKeyMajor(t *testing.T) {
 	rng := rand.New(rand.NewPCG(51, 53))
 	types := []fallback.KVType{fallback.KVFloat32, fallback.KVFloat16, fallback.KVBFloat16, fallback.KVInt8}
