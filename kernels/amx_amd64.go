@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/fastattn/fastattn/asm"
 	"github.com/fastattn/fastattn/fallback"
@@ -35,8 +36,8 @@ func AMXStatus() error { return amxState }
 // gives the exact result (a guard against an encoding no test here could
 // run natively).
 func amxUsable() error {
-	if !cpuid.CPU.Supports(cpuid.AMXTILE, cpuid.AMXBF16) {
-		return errors.New("the CPU reports no AMX-TILE and AMX-BF16")
+	if missing := missingFeatures(cpuid.AMXTILE, cpuid.AMXBF16); missing != "" {
+		return errors.New("the CPU reports no " + missing)
 	}
 	if os.Getenv(EnvAMX) == "off" {
 		return fmt.Errorf("%s=off", EnvAMX)
@@ -96,4 +97,29 @@ func (ks *Set) WithoutAMX() *Set {
 		c.scoresQ8 = x86ScoresQ8(asm.ScoresQ8AVX512, asm.LanesAVX512)
 	}
 	return &c
+}
+
+// featureNames are Intel's names of the features cpuid spells otherwise.
+var featureNames = map[cpuid.FeatureID]string{
+	cpuid.AMXTILE: "AMX-TILE", cpuid.AMXBF16: "AMX-BF16", cpuid.AMXINT8: "AMX-INT8", cpuid.AVX512VNNI: "AVX512_VNNI",
+}
+
+// missingFeatures names the features of fs the CPU does not report, as
+// "A", "A and B" or "A, B and C"; "" when it reports them all.
+func missingFeatures(fs ...cpuid.FeatureID) string {
+	var names []string
+	for _, f := range fs {
+		if cpuid.CPU.Supports(f) {
+			continue
+		}
+		if name, ok := featureNames[f]; ok {
+			names = append(names, name)
+		} else {
+			names = append(names, f.String())
+		}
+	}
+	if len(names) < 2 {
+		return strings.Join(names, "")
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
 }

@@ -70,8 +70,8 @@ func x86ScoresQ8AMX(kernel scoresQ8AMXFunc, tail scoresQ8Kernel) scoresQ8Kernel 
 // data state, and a score tile of small integers on the tiles equals
 // fallback.ScoresQ8's.
 func amxInt8Usable() error {
-	if !cpuid.CPU.Supports(cpuid.AMXTILE, cpuid.AMXINT8, cpuid.AVX512VNNI) {
-		return errors.New("the CPU reports no AMX-TILE, AMX-INT8 and AVX512_VNNI")
+	if missing := missingFeatures(cpuid.AMXTILE, cpuid.AMXINT8, cpuid.AVX512VNNI); missing != "" {
+		return errors.New("the CPU reports no " + missing)
 	}
 	if os.Getenv(EnvAMX) == "off" {
 		return fmt.Errorf("%s=off", EnvAMX)
