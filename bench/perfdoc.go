@@ -36,9 +36,9 @@ are Lq = 1. A peer's cell is its fastest operator on the same shape, mask,
 K/V type and threads, measured in the same sitting, and × is its time over
 our slowest run's (ggml's heads are head-major: BHSD's layout).
 
-Only machines with a folder appear. Earlier runs on Zen 4, Zen 5 and an
-Intel Xeon with AMX (model 207) are in this file's git history; they
-come back as folders when rerun on those cores.
+Only machines with a folder appear. Earlier runs on Zen 5 and an Intel
+Xeon with AMX (model 207) are in this file's git history; they come
+back as folders when rerun on those cores.
 `
 
 // perfMachine is one machine's records.
