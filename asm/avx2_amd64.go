@@ -260,7 +260,8 @@ func HeadScoresF32AVX2(s *float32, lds int, q *float32, k *float32, ldk int, nk 
 //			o[h*ldo+d] += p[j*ldp+h] · widen(v[j*ldv+h*nvec*lanes+d])   for d < nvec*lanes
 //
 // with nk, heads, nvec >= 1, strides in elements: one multiply and one
-// FMA an element, key j's rows of the heads read in address order.
+// FMA an element, key j's rows of the heads read in address order; keys in blocks of 4,
+// each output vector held in a register across a block's keys.
 //
 //go:noescape
 func HeadPVF32AVX2(o *float32, ldo int, p *float32, ldp int, v *float32, ldv int, alpha *float32, nk int, heads int, nvec int)
@@ -288,7 +289,8 @@ func HeadScoresF16AVX2(s *float32, lds int, q *float32, k *uint16, ldk int, nk i
 //			o[h*ldo+d] += p[j*ldp+h] · widen(v[j*ldv+h*nvec*lanes+d])   for d < nvec*lanes
 //
 // with nk, heads, nvec >= 1, strides in elements: one multiply and one
-// FMA an element, key j's rows of the heads read in address order.
+// FMA an element, key j's rows of the heads read in address order; keys in blocks of 4,
+// each output vector held in a register across a block's keys.
 //
 //go:noescape
 func HeadPVF16AVX2(o *float32, ldo int, p *float32, ldp int, v *uint16, ldv int, alpha *float32, nk int, heads int, nvec int)
@@ -316,7 +318,8 @@ func HeadScoresBF16AVX2(s *float32, lds int, q *float32, k *uint16, ldk int, nk 
 //			o[h*ldo+d] += p[j*ldp+h] · widen(v[j*ldv+h*nvec*lanes+d])   for d < nvec*lanes
 //
 // with nk, heads, nvec >= 1, strides in elements: one multiply and one
-// FMA an element, key j's rows of the heads read in address order.
+// FMA an element, key j's rows of the heads read in address order; keys in blocks of 4,
+// each output vector held in a register across a block's keys.
 //
 //go:noescape
 func HeadPVBF16AVX2(o *float32, ldo int, p *float32, ldp int, v *uint16, ldv int, alpha *float32, nk int, heads int, nvec int)

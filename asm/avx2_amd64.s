@@ -20483,7 +20483,115 @@ scale_vec:
 	MOVQ    v+32(FP), SI
 	MOVQ    ldv+40(FP), DI
 	SHLQ    $0x02, DI
+	MOVQ    nvec+72(FP), R8
+	SHLQ    $0x05, R8
+	SUBQ    R8, CX
 	MOVQ    nk+56(FP), R8
+
+block:
+	CMPQ R8, $0x04
+	JLT  keys
+	MOVQ heads+64(FP), R13
+	MOVQ DX, R9
+	MOVQ SI, R10
+	LEAQ (SI)(DI*2), R11
+	MOVQ AX, R12
+
+block_head:
+	LEAQ         (R9)(BX*2), R14
+	VBROADCASTSS (R9), Y0
+	VBROADCASTSS (R9)(BX*1), Y1
+	VBROADCASTSS (R14), Y2
+	VBROADCASTSS (R14)(BX*1), Y3
+	MOVQ         nvec+72(FP), R14
+
+block_quad:
+	CMPQ        R14, $0x04
+	JLT         block_single
+	VMOVUPS     (R12), Y4
+	VMOVUPS     32(R12), Y5
+	VMOVUPS     64(R12), Y6
+	VMOVUPS     96(R12), Y7
+	VMOVUPS     (R10), Y8
+	VFMADD231PS Y8, Y0, Y4
+	VMOVUPS     32(R10), Y8
+	VFMADD231PS Y8, Y0, Y5
+	VMOVUPS     64(R10), Y8
+	VFMADD231PS Y8, Y0, Y6
+	VMOVUPS     96(R10), Y8
+	VFMADD231PS Y8, Y0, Y7
+	VMOVUPS     (R10)(DI*1), Y8
+	VFMADD231PS Y8, Y1, Y4
+	VMOVUPS     32(R10)(DI*1), Y8
+	VFMADD231PS Y8, Y1, Y5
+	VMOVUPS     64(R10)(DI*1), Y8
+	VFMADD231PS Y8, Y1, Y6
+	VMOVUPS     96(R10)(DI*1), Y8
+	VFMADD231PS Y8, Y1, Y7
+	VMOVUPS     (R11), Y8
+	VFMADD231PS Y8, Y2, Y4
+	VMOVUPS     32(R11), Y8
+	VFMADD231PS Y8, Y2, Y5
+	VMOVUPS     64(R11), Y8
+	VFMADD231PS Y8, Y2, Y6
+	VMOVUPS     96(R11), Y8
+	VFMADD231PS Y8, Y2, Y7
+	VMOVUPS     (R11)(DI*1), Y8
+	VFMADD231PS Y8, Y3, Y4
+	VMOVUPS     32(R11)(DI*1), Y8
+	VFMADD231PS Y8, Y3, Y5
+	VMOVUPS     64(R11)(DI*1), Y8
+	VFMADD231PS Y8, Y3, Y6
+	VMOVUPS     96(R11)(DI*1), Y8
+	VFMADD231PS Y8, Y3, Y7
+	VMOVUPS     Y4, (R12)
+	VMOVUPS     Y5, 32(R12)
+	VMOVUPS     Y6, 64(R12)
+	VMOVUPS     Y7, 96(R12)
+	ADDQ        $0x80, R12
+	ADDQ        $0x80, R10
+	ADDQ        $0x80, R11
+	SUBQ        $0x04, R14
+	JMP         block_quad
+
+block_single:
+	TESTQ       R14, R14
+	JZ          block_next
+	VMOVUPS     (R12), Y4
+	VMOVUPS     (R10), Y5
+	VFMADD231PS Y5, Y0, Y4
+	VMOVUPS     (R10)(DI*1), Y5
+	VFMADD231PS Y5, Y1, Y4
+	VMOVUPS     (R11), Y5
+	VFMADD231PS Y5, Y2, Y4
+	VMOVUPS     (R11)(DI*1), Y5
+	VFMADD231PS Y5, Y3, Y4
+	VMOVUPS     Y4, (R12)
+	ADDQ        $0x20, R12
+	ADDQ        $0x20, R10
+	ADDQ        $0x20, R11
+	DECQ        R14
+	JMP         block_single
+
+block_next:
+	ADDQ $0x04, R9
+	ADDQ CX, R12
+	DECQ R13
+	JNZ  block_head
+	ADDQ BX, DX
+	ADDQ DI, SI
+	ADDQ BX, DX
+	ADDQ DI, SI
+	ADDQ BX, DX
+	ADDQ DI, SI
+	ADDQ BX, DX
+	ADDQ DI, SI
+	SUBQ $0x04, R8
+	JMP  block
+
+keys:
+	TESTQ R8, R8
+	JZ    done
 
 key:
 	MOVQ heads+64(FP), R12
@@ -20494,28 +20602,27 @@ key:
 head:
 	VBROADCASTSS (R9), Y0
 	MOVQ         nvec+72(FP), R13
-	MOVQ         R11, R14
 
 quad:
 	CMPQ        R13, $0x04
 	JLT         single
 	VMOVUPS     (R10), Y1
-	VMOVUPS     (R14), Y2
+	VMOVUPS     (R11), Y2
 	VFMADD231PS Y1, Y0, Y2
-	VMOVUPS     Y2, (R14)
+	VMOVUPS     Y2, (R11)
 	VMOVUPS     32(R10), Y1
-	VMOVUPS     32(R14), Y2
+	VMOVUPS     32(R11), Y2
 	VFMADD231PS Y1, Y0, Y2
-	VMOVUPS     Y2, 32(R14)
+	VMOVUPS     Y2, 32(R11)
 	VMOVUPS     64(R10), Y1
-	VMOVUPS     64(R14), Y2
+	VMOVUPS     64(R11), Y2
 	VFMADD231PS Y1, Y0, Y2
-	VMOVUPS     Y2, 64(R14)
+	VMOVUPS     Y2, 64(R11)
 	VMOVUPS     96(R10), Y1
-	VMOVUPS     96(R14), Y2
+	VMOVUPS     96(R11), Y2
 	VFMADD231PS Y1, Y0, Y2
-	VMOVUPS     Y2, 96(R14)
-	ADDQ        $0x80, R14
+	VMOVUPS     Y2, 96(R11)
+	ADDQ        $0x80, R11
 	ADDQ        $0x80, R10
 	SUBQ        $0x04, R13
 	JMP         quad
@@ -20524,10 +20631,10 @@ single:
 	TESTQ       R13, R13
 	JZ          next
 	VMOVUPS     (R10), Y1
-	VMOVUPS     (R14), Y2
+	VMOVUPS     (R11), Y2
 	VFMADD231PS Y1, Y0, Y2
-	VMOVUPS     Y2, (R14)
-	ADDQ        $0x20, R14
+	VMOVUPS     Y2, (R11)
+	ADDQ        $0x20, R11
 	ADDQ        $0x20, R10
 	DECQ        R13
 	JMP         single
@@ -20541,6 +20648,8 @@ next:
 	ADDQ DI, SI
 	DECQ R8
 	JNZ  key
+
+done:
 	VZEROUPPER
 	RET
 
@@ -20645,7 +20754,115 @@ scale_vec:
 	MOVQ    v+32(FP), SI
 	MOVQ    ldv+40(FP), DI
 	SHLQ    $0x01, DI
+	MOVQ    nvec+72(FP), R8
+	SHLQ    $0x05, R8
+	SUBQ    R8, CX
 	MOVQ    nk+56(FP), R8
+
+block:
+	CMPQ R8, $0x04
+	JLT  keys
+	MOVQ heads+64(FP), R13
+	MOVQ DX, R9
+	MOVQ SI, R10
+	LEAQ (SI)(DI*2), R11
+	MOVQ AX, R12
+
+block_head:
+	LEAQ         (R9)(BX*2), R14
+	VBROADCASTSS (R9), Y0
+	VBROADCASTSS (R9)(BX*1), Y1
+	VBROADCASTSS (R14), Y2
+	VBROADCASTSS (R14)(BX*1), Y3
+	MOVQ         nvec+72(FP), R14
+
+block_quad:
+	CMPQ        R14, $0x04
+	JLT         block_single
+	VMOVUPS     (R12), Y4
+	VMOVUPS     32(R12), Y5
+	VMOVUPS     64(R12), Y6
+	VMOVUPS     96(R12), Y7
+	VCVTPH2PS   (R10), Y8
+	VFMADD231PS Y8, Y0, Y4
+	VCVTPH2PS   16(R10), Y8
+	VFMADD231PS Y8, Y0, Y5
+	VCVTPH2PS   32(R10), Y8
+	VFMADD231PS Y8, Y0, Y6
+	VCVTPH2PS   48(R10), Y8
+	VFMADD231PS Y8, Y0, Y7
+	VCVTPH2PS   (R10)(DI*1), Y8
+	VFMADD231PS Y8, Y1, Y4
+	VCVTPH2PS   16(R10)(DI*1), Y8
+	VFMADD231PS Y8, Y1, Y5
+	VCVTPH2PS   32(R10)(DI*1), Y8
+	VFMADD231PS Y8, Y1, Y6
+	VCVTPH2PS   48(R10)(DI*1), Y8
+	VFMADD231PS Y8, Y1, Y7
+	VCVTPH2PS   (R11), Y8
+	VFMADD231PS Y8, Y2, Y4
+	VCVTPH2PS   16(R11), Y8
+	VFMADD231PS Y8, Y2, Y5
+	VCVTPH2PS   32(R11), Y8
+	VFMADD231PS Y8, Y2, Y6
+	VCVTPH2PS   48(R11), Y8
+	VFMADD231PS Y8, Y2, Y7
+	VCVTPH2PS   (R11)(DI*1), Y8
+	VFMADD231PS Y8, Y3, Y4
+	VCVTPH2PS   16(R11)(DI*1), Y8
+	VFMADD231PS Y8, Y3, Y5
+	VCVTPH2PS   32(R11)(DI*1), Y8
+	VFMADD231PS Y8, Y3, Y6
+	VCVTPH2PS   48(R11)(DI*1), Y8
+	VFMADD231PS Y8, Y3, Y7
+	VMOVUPS     Y4, (R12)
+	VMOVUPS     Y5, 32(R12)
+	VMOVUPS     Y6, 64(R12)
+	VMOVUPS     Y7, 96(R12)
+	ADDQ        $0x80, R12
+	ADDQ        $0x40, R10
+	ADDQ        $0x40, R11
+	SUBQ        $0x04, R14
+	JMP         block_quad
+
+block_single:
+	TESTQ       R14, R14
+	JZ          block_next
+	VMOVUPS     (R12), Y4
+	VCVTPH2PS   (R10), Y5
+	VFMADD231PS Y5, Y0, Y4
+	VCVTPH2PS   (R10)(DI*1), Y5
+	VFMADD231PS Y5, Y1, Y4
+	VCVTPH2PS   (R11), Y5
+	VFMADD231PS Y5, Y2, Y4
+	VCVTPH2PS   (R11)(DI*1), Y5
+	VFMADD231PS Y5, Y3, Y4
+	VMOVUPS     Y4, (R12)
+	ADDQ        $0x20, R12
+	ADDQ        $0x10, R10
+	ADDQ        $0x10, R11
+	DECQ        R14
+	JMP         block_single
+
+block_next:
+	ADDQ $0x04, R9
+	ADDQ CX, R12
+	DECQ R13
+	JNZ  block_head
+	ADDQ BX, DX
+	ADDQ DI, SI
+	ADDQ BX, DX
+	ADDQ DI, SI
+	ADDQ BX, DX
+	ADDQ DI, SI
+	ADDQ BX, DX
+	ADDQ DI, SI
+	SUBQ $0x04, R8
+	JMP  block
+
+keys:
+	TESTQ R8, R8
+	JZ    done
 
 key:
 	MOVQ heads+64(FP), R12
@@ -20656,28 +20873,27 @@ key:
 head:
 	VBROADCASTSS (R9), Y0
 	MOVQ         nvec+72(FP), R13
-	MOVQ         R11, R14
 
 quad:
 	CMPQ        R13, $0x04
 	JLT         single
 	VCVTPH2PS   (R10), Y1
-	VMOVUPS     (R14), Y2
+	VMOVUPS     (R11), Y2
 	VFMADD231PS Y1, Y0, Y2
-	VMOVUPS     Y2, (R14)
+	VMOVUPS     Y2, (R11)
 	VCVTPH2PS   16(R10), Y1
-	VMOVUPS     32(R14), Y2
+	VMOVUPS     32(R11), Y2
 	VFMADD231PS Y1, Y0, Y2
-	VMOVUPS     Y2, 32(R14)
+	VMOVUPS     Y2, 32(R11)
 	VCVTPH2PS   32(R10), Y1
-	VMOVUPS     64(R14), Y2
+	VMOVUPS     64(R11), Y2
 	VFMADD231PS Y1, Y0, Y2
-	VMOVUPS     Y2, 64(R14)
+	VMOVUPS     Y2, 64(R11)
 	VCVTPH2PS   48(R10), Y1
-	VMOVUPS     96(R14), Y2
+	VMOVUPS     96(R11), Y2
 	VFMADD231PS Y1, Y0, Y2
-	VMOVUPS     Y2, 96(R14)
-	ADDQ        $0x80, R14
+	VMOVUPS     Y2, 96(R11)
+	ADDQ        $0x80, R11
 	ADDQ        $0x40, R10
 	SUBQ        $0x04, R13
 	JMP         quad
@@ -20686,10 +20902,10 @@ single:
 	TESTQ       R13, R13
 	JZ          next
 	VCVTPH2PS   (R10), Y1
-	VMOVUPS     (R14), Y2
+	VMOVUPS     (R11), Y2
 	VFMADD231PS Y1, Y0, Y2
-	VMOVUPS     Y2, (R14)
-	ADDQ        $0x20, R14
+	VMOVUPS     Y2, (R11)
+	ADDQ        $0x20, R11
 	ADDQ        $0x10, R10
 	DECQ        R13
 	JMP         single
@@ -20703,6 +20919,8 @@ next:
 	ADDQ DI, SI
 	DECQ R8
 	JNZ  key
+
+done:
 	VZEROUPPER
 	RET
 
@@ -20812,7 +21030,135 @@ scale_vec:
 	MOVQ    v+32(FP), SI
 	MOVQ    ldv+40(FP), DI
 	SHLQ    $0x01, DI
+	MOVQ    nvec+72(FP), R8
+	SHLQ    $0x05, R8
+	SUBQ    R8, CX
 	MOVQ    nk+56(FP), R8
+
+block:
+	CMPQ R8, $0x04
+	JLT  keys
+	MOVQ heads+64(FP), R13
+	MOVQ DX, R9
+	MOVQ SI, R10
+	LEAQ (SI)(DI*2), R11
+	MOVQ AX, R12
+
+block_head:
+	LEAQ         (R9)(BX*2), R14
+	VBROADCASTSS (R9), Y0
+	VBROADCASTSS (R9)(BX*1), Y1
+	VBROADCASTSS (R14), Y2
+	VBROADCASTSS (R14)(BX*1), Y3
+	MOVQ         nvec+72(FP), R14
+
+block_quad:
+	CMPQ        R14, $0x04
+	JLT         block_single
+	VMOVUPS     (R12), Y4
+	VMOVUPS     32(R12), Y5
+	VMOVUPS     64(R12), Y6
+	VMOVUPS     96(R12), Y7
+	VPMOVZXWD   (R10), Y8
+	VPSLLD      $0x10, Y8, Y8
+	VFMADD231PS Y8, Y0, Y4
+	VPMOVZXWD   16(R10), Y8
+	VPSLLD      $0x10, Y8, Y8
+	VFMADD231PS Y8, Y0, Y5
+	VPMOVZXWD   32(R10), Y8
+	VPSLLD      $0x10, Y8, Y8
+	VFMADD231PS Y8, Y0, Y6
+	VPMOVZXWD   48(R10), Y8
+	VPSLLD      $0x10, Y8, Y8
+	VFMADD231PS Y8, Y0, Y7
+	VPMOVZXWD   (R10)(DI*1), Y8
+	VPSLLD      $0x10, Y8, Y8
+	VFMADD231PS Y8, Y1, Y4
+	VPMOVZXWD   16(R10)(DI*1), Y8
+	VPSLLD      $0x10, Y8, Y8
+	VFMADD231PS Y8, Y1, Y5
+	VPMOVZXWD   32(R10)(DI*1), Y8
+	VPSLLD      $0x10, Y8, Y8
+	VFMADD231PS Y8, Y1, Y6
+	VPMOVZXWD   48(R10)(DI*1), Y8
+	VPSLLD      $0x10, Y8, Y8
+	VFMADD231PS Y8, Y1, Y7
+	VPMOVZXWD   (R11), Y8
+	VPSLLD      $0x10, Y8, Y8
+	VFMADD231PS Y8, Y2, Y4
+	VPMOVZXWD   16(R11), Y8
+	VPSLLD      $0x10, Y8, Y8
+	VFMADD231PS Y8, Y2, Y5
+	VPMOVZXWD   32(R11), Y8
+	VPSLLD      $0x10, Y8, Y8
+	VFMADD231PS Y8, Y2, Y6
+	VPMOVZXWD   48(R11), Y8
+	VPSLLD      $0x10, Y8, Y8
+	VFMADD231PS Y8, Y2, Y7
+	VPMOVZXWD   (R11)(DI*1), Y8
+	VPSLLD      $0x10, Y8, Y8
+	VFMADD231PS Y8, Y3, Y4
+	VPMOVZXWD   16(R11)(DI*1), Y8
+	VPSLLD      $0x10, Y8, Y8
+	VFMADD231PS Y8, Y3, Y5
+	VPMOVZXWD   32(R11)(DI*1), Y8
+	VPSLLD      $0x10, Y8, Y8
+	VFMADD231PS Y8, Y3, Y6
+	VPMOVZXWD   48(R11)(DI*1), Y8
+	VPSLLD      $0x10, Y8, Y8
+	VFMADD231PS Y8, Y3, Y7
+	VMOVUPS     Y4, (R12)
+	VMOVUPS     Y5, 32(R12)
+	VMOVUPS     Y6, 64(R12)
+	VMOVUPS     Y7, 96(R12)
+	ADDQ        $0x80, R12
+	ADDQ        $0x40, R10
+	ADDQ        $0x40, R11
+	SUBQ        $0x04, R14
+	JMP         block_quad
+
+block_single:
+	TESTQ       R14, R14
+	JZ          block_next
+	VMOVUPS     (R12), Y4
+	VPMOVZXWD   (R10), Y5
+	VPSLLD      $0x10, Y5, Y5
+	VFMADD231PS Y5, Y0, Y4
+	VPMOVZXWD   (R10)(DI*1), Y5
+	VPSLLD      $0x10, Y5, Y5
+	VFMADD231PS Y5, Y1, Y4
+	VPMOVZXWD   (R11), Y5
+	VPSLLD      $0x10, Y5, Y5
+	VFMADD231PS Y5, Y2, Y4
+	VPMOVZXWD   (R11)(DI*1), Y5
+	VPSLLD      $0x10, Y5, Y5
+	VFMADD231PS Y5, Y3, Y4
+	VMOVUPS     Y4, (R12)
+	ADDQ        $0x20, R12
+	ADDQ        $0x10, R10
+	ADDQ        $0x10, R11
+	DECQ        R14
+	JMP         block_single
+
+block_next:
+	ADDQ $0x04, R9
+	ADDQ CX, R12
+	DECQ R13
+	JNZ  block_head
+	ADDQ BX, DX
+	ADDQ DI, SI
+	ADDQ BX, DX
+	ADDQ DI, SI
+	ADDQ BX, DX
+	ADDQ DI, SI
+	ADDQ BX, DX
+	ADDQ DI, SI
+	SUBQ $0x04, R8
+	JMP  block
+
+keys:
+	TESTQ R8, R8
+	JZ    done
 
 key:
 	MOVQ heads+64(FP), R12
@@ -20823,32 +21169,31 @@ key:
 head:
 	VBROADCASTSS (R9), Y0
 	MOVQ         nvec+72(FP), R13
-	MOVQ         R11, R14
 
 quad:
 	CMPQ        R13, $0x04
 	JLT         single
 	VPMOVZXWD   (R10), Y1
 	VPSLLD      $0x10, Y1, Y1
-	VMOVUPS     (R14), Y2
+	VMOVUPS     (R11), Y2
 	VFMADD231PS Y1, Y0, Y2
-	VMOVUPS     Y2, (R14)
+	VMOVUPS     Y2, (R11)
 	VPMOVZXWD   16(R10), Y1
 	VPSLLD      $0x10, Y1, Y1
-	VMOVUPS     32(R14), Y2
+	VMOVUPS     32(R11), Y2
 	VFMADD231PS Y1, Y0, Y2
-	VMOVUPS     Y2, 32(R14)
+	VMOVUPS     Y2, 32(R11)
 	VPMOVZXWD   32(R10), Y1
 	VPSLLD      $0x10, Y1, Y1
-	VMOVUPS     64(R14), Y2
+	VMOVUPS     64(R11), Y2
 	VFMADD231PS Y1, Y0, Y2
-	VMOVUPS     Y2, 64(R14)
+	VMOVUPS     Y2, 64(R11)
 	VPMOVZXWD   48(R10), Y1
 	VPSLLD      $0x10, Y1, Y1
-	VMOVUPS     96(R14), Y2
+	VMOVUPS     96(R11), Y2
 	VFMADD231PS Y1, Y0, Y2
-	VMOVUPS     Y2, 96(R14)
-	ADDQ        $0x80, R14
+	VMOVUPS     Y2, 96(R11)
+	ADDQ        $0x80, R11
 	ADDQ        $0x40, R10
 	SUBQ        $0x04, R13
 	JMP         quad
@@ -20858,10 +21203,10 @@ single:
 	JZ          next
 	VPMOVZXWD   (R10), Y1
 	VPSLLD      $0x10, Y1, Y1
-	VMOVUPS     (R14), Y2
+	VMOVUPS     (R11), Y2
 	VFMADD231PS Y1, Y0, Y2
-	VMOVUPS     Y2, (R14)
-	ADDQ        $0x20, R14
+	VMOVUPS     Y2, (R11)
+	ADDQ        $0x20, R11
 	ADDQ        $0x10, R10
 	DECQ        R13
 	JMP         single
@@ -20875,6 +21220,8 @@ next:
 	ADDQ DI, SI
 	DECQ R8
 	JNZ  key
+
+done:
 	VZEROUPPER
 	RET
 
