@@ -173,18 +173,7 @@ func (g *gen) headPVBlocks(e elem, pp, ldp, vp, ldv, op, ldo, nk reg.GPVirtual) 
 		g.ADDQ(operand.Imm(uint64(n*eb)), vr)
 		g.ADDQ(operand.Imm(uint64(n*eb)), v2)
 	}
-	g.Label("block_quad")
-	g.CMPQ(nv, operand.Imm(headUnroll))
-	g.JLT(operand.LabelRef("block_single"))
-	step(headUnroll)
-	g.SUBQ(operand.Imm(headUnroll), nv)
-	g.JMP(operand.LabelRef("block_quad"))
-	g.Label("block_single")
-	g.TESTQ(nv, nv)
-	g.JZ(operand.LabelRef("block_next"))
-	step(1)
-	g.DECQ(nv)
-	g.JMP(operand.LabelRef("block_single"))
+	g.rowSteps(nv, "block_", step)
 	g.Label("block_next")
 	g.loopBack(h, "block_head", add{operand.Imm(4), pr}, add{ldo, orow})
 	for range headPVKeys {
@@ -222,18 +211,7 @@ func (g *gen) headPVTail(e elem, pp, ldp, vp, ldv, op, ldo, nk reg.GPVirtual) {
 		g.ADDQ(operand.Imm(uint64(n*b)), orow)
 		g.ADDQ(operand.Imm(uint64(n*eb)), vr)
 	}
-	g.Label("quad")
-	g.CMPQ(nv, operand.Imm(headUnroll))
-	g.JLT(operand.LabelRef("single"))
-	step(headUnroll)
-	g.SUBQ(operand.Imm(headUnroll), nv)
-	g.JMP(operand.LabelRef("quad"))
-	g.Label("single")
-	g.TESTQ(nv, nv)
-	g.JZ(operand.LabelRef("next"))
-	step(1)
-	g.DECQ(nv)
-	g.JMP(operand.LabelRef("single"))
+	g.rowSteps(nv, "", step)
 	g.Label("next")
 	g.loopBack(h, "head", add{operand.Imm(4), pr}, add{ldo, orow})
 	g.loopBack(nk, "key", add{ldp, pp}, add{ldv, vp})
@@ -381,6 +359,25 @@ func (g *gen) scaleHeadRows(op, ldo reg.GPVirtual, count string, shift uint8) {
 	g.VMOVUPS(t, operand.Mem{Base: at})
 	g.loopBack(nv, "scale_vec", add{operand.Imm(uint64(g.isa.bytes())), at})
 	g.loopBack(h, "scale_head", add{ldo, or}, add{operand.Imm(4), ap})
+}
+
+// rowSteps emits the loop over a head row's nv vectors: step(headUnroll)
+// while a whole unrolled step remains, then step(1) for each vector
+// left, then a jump to label pre+"next" (which the caller places);
+// labels take the prefix pre.
+func (g *gen) rowSteps(nv reg.GPVirtual, pre string, step func(n int)) {
+	g.Label(pre + "quad")
+	g.CMPQ(nv, operand.Imm(headUnroll))
+	g.JLT(operand.LabelRef(pre + "single"))
+	step(headUnroll)
+	g.SUBQ(operand.Imm(headUnroll), nv)
+	g.JMP(operand.LabelRef(pre + "quad"))
+	g.Label(pre + "single")
+	g.TESTQ(nv, nv)
+	g.JZ(operand.LabelRef(pre + "next"))
+	step(1)
+	g.DECQ(nv)
+	g.JMP(operand.LabelRef(pre + "single"))
 }
 
 // add is one pointer step at a loop's end: ADDQ by, to.
