@@ -350,7 +350,9 @@ func (ks *Set) ScoreBias(s []float32, lds int, slope, dist, bias []float32, nk, 
 // ReadsStridedKV reports whether the set's flash loop reads K/V rows a
 // head's stride apart (BSHD) as fast as heads-major ones on this CPU, so
 // that a prefill reads them in place rather than copy them heads-major
-// first (tile.Regroups): the avx512 set on AMD cores. There QK and PV
+// first (tile.Regroups), and a float32 MHA decode step runs its heads in
+// interleaved groups rather than key by key (tile's stridedFloat32): the
+// avx512 set on AMD cores. There QK and PV
 // pass over a block once per item (panels of 64 rows and of 64 columns)
 // and the walk is followed by the core's prefetchers: on Zen 4 (32 KiB
 // L1, 1 MiB L2), one thread, three alternated rounds, float32 BSHD in
