@@ -20490,12 +20490,12 @@ scale_vec:
 
 block:
 	CMPQ R8, $0x04
-	JLT  keys
-	MOVQ heads+64(FP), R13
+	JLT  block_end
+	MOVQ heads+64(FP), R12
 	MOVQ DX, R9
 	MOVQ SI, R10
-	LEAQ (SI)(DI*2), R11
-	MOVQ AX, R12
+	MOVQ AX, R11
+	LEAQ (SI)(DI*2), R13
 
 block_head:
 	LEAQ         (R9)(BX*2), R14
@@ -20508,10 +20508,10 @@ block_head:
 block_quad:
 	CMPQ        R14, $0x04
 	JLT         block_single
-	VMOVUPS     (R12), Y4
-	VMOVUPS     32(R12), Y5
-	VMOVUPS     64(R12), Y6
-	VMOVUPS     96(R12), Y7
+	VMOVUPS     (R11), Y4
+	VMOVUPS     32(R11), Y5
+	VMOVUPS     64(R11), Y6
+	VMOVUPS     96(R11), Y7
 	VMOVUPS     (R10), Y8
 	VFMADD231PS Y8, Y0, Y4
 	VMOVUPS     32(R10), Y8
@@ -20528,55 +20528,55 @@ block_quad:
 	VFMADD231PS Y8, Y1, Y6
 	VMOVUPS     96(R10)(DI*1), Y8
 	VFMADD231PS Y8, Y1, Y7
-	VMOVUPS     (R11), Y8
+	VMOVUPS     (R13), Y8
 	VFMADD231PS Y8, Y2, Y4
-	VMOVUPS     32(R11), Y8
+	VMOVUPS     32(R13), Y8
 	VFMADD231PS Y8, Y2, Y5
-	VMOVUPS     64(R11), Y8
+	VMOVUPS     64(R13), Y8
 	VFMADD231PS Y8, Y2, Y6
-	VMOVUPS     96(R11), Y8
+	VMOVUPS     96(R13), Y8
 	VFMADD231PS Y8, Y2, Y7
-	VMOVUPS     (R11)(DI*1), Y8
+	VMOVUPS     (R13)(DI*1), Y8
 	VFMADD231PS Y8, Y3, Y4
-	VMOVUPS     32(R11)(DI*1), Y8
+	VMOVUPS     32(R13)(DI*1), Y8
 	VFMADD231PS Y8, Y3, Y5
-	VMOVUPS     64(R11)(DI*1), Y8
+	VMOVUPS     64(R13)(DI*1), Y8
 	VFMADD231PS Y8, Y3, Y6
-	VMOVUPS     96(R11)(DI*1), Y8
+	VMOVUPS     96(R13)(DI*1), Y8
 	VFMADD231PS Y8, Y3, Y7
-	VMOVUPS     Y4, (R12)
-	VMOVUPS     Y5, 32(R12)
-	VMOVUPS     Y6, 64(R12)
-	VMOVUPS     Y7, 96(R12)
-	ADDQ        $0x80, R12
-	ADDQ        $0x80, R10
+	VMOVUPS     Y4, (R11)
+	VMOVUPS     Y5, 32(R11)
+	VMOVUPS     Y6, 64(R11)
+	VMOVUPS     Y7, 96(R11)
 	ADDQ        $0x80, R11
+	ADDQ        $0x80, R10
+	ADDQ        $0x80, R13
 	SUBQ        $0x04, R14
 	JMP         block_quad
 
 block_single:
 	TESTQ       R14, R14
 	JZ          block_next
-	VMOVUPS     (R12), Y4
+	VMOVUPS     (R11), Y4
 	VMOVUPS     (R10), Y5
 	VFMADD231PS Y5, Y0, Y4
 	VMOVUPS     (R10)(DI*1), Y5
 	VFMADD231PS Y5, Y1, Y4
-	VMOVUPS     (R11), Y5
+	VMOVUPS     (R13), Y5
 	VFMADD231PS Y5, Y2, Y4
-	VMOVUPS     (R11)(DI*1), Y5
+	VMOVUPS     (R13)(DI*1), Y5
 	VFMADD231PS Y5, Y3, Y4
-	VMOVUPS     Y4, (R12)
-	ADDQ        $0x20, R12
-	ADDQ        $0x20, R10
+	VMOVUPS     Y4, (R11)
 	ADDQ        $0x20, R11
+	ADDQ        $0x20, R10
+	ADDQ        $0x20, R13
 	DECQ        R14
 	JMP         block_single
 
 block_next:
 	ADDQ $0x04, R9
-	ADDQ CX, R12
-	DECQ R13
+	ADDQ CX, R11
+	DECQ R12
 	JNZ  block_head
 	ADDQ BX, DX
 	ADDQ DI, SI
@@ -20589,67 +20589,66 @@ block_next:
 	SUBQ $0x04, R8
 	JMP  block
 
-keys:
-	TESTQ R8, R8
-	JZ    done
-
+block_end:
 key:
+	CMPQ R8, $0x01
+	JLT  key_end
 	MOVQ heads+64(FP), R12
 	MOVQ DX, R9
 	MOVQ SI, R10
 	MOVQ AX, R11
 
-head:
+key_head:
 	VBROADCASTSS (R9), Y0
 	MOVQ         nvec+72(FP), R13
 
-quad:
+key_quad:
 	CMPQ        R13, $0x04
-	JLT         single
-	VMOVUPS     (R10), Y1
-	VMOVUPS     (R11), Y2
-	VFMADD231PS Y1, Y0, Y2
-	VMOVUPS     Y2, (R11)
-	VMOVUPS     32(R10), Y1
+	JLT         key_single
+	VMOVUPS     (R11), Y1
 	VMOVUPS     32(R11), Y2
-	VFMADD231PS Y1, Y0, Y2
+	VMOVUPS     64(R11), Y3
+	VMOVUPS     96(R11), Y4
+	VMOVUPS     (R10), Y5
+	VFMADD231PS Y5, Y0, Y1
+	VMOVUPS     32(R10), Y5
+	VFMADD231PS Y5, Y0, Y2
+	VMOVUPS     64(R10), Y5
+	VFMADD231PS Y5, Y0, Y3
+	VMOVUPS     96(R10), Y5
+	VFMADD231PS Y5, Y0, Y4
+	VMOVUPS     Y1, (R11)
 	VMOVUPS     Y2, 32(R11)
-	VMOVUPS     64(R10), Y1
-	VMOVUPS     64(R11), Y2
-	VFMADD231PS Y1, Y0, Y2
-	VMOVUPS     Y2, 64(R11)
-	VMOVUPS     96(R10), Y1
-	VMOVUPS     96(R11), Y2
-	VFMADD231PS Y1, Y0, Y2
-	VMOVUPS     Y2, 96(R11)
+	VMOVUPS     Y3, 64(R11)
+	VMOVUPS     Y4, 96(R11)
 	ADDQ        $0x80, R11
 	ADDQ        $0x80, R10
 	SUBQ        $0x04, R13
-	JMP         quad
+	JMP         key_quad
 
-single:
+key_single:
 	TESTQ       R13, R13
-	JZ          next
-	VMOVUPS     (R10), Y1
-	VMOVUPS     (R11), Y2
-	VFMADD231PS Y1, Y0, Y2
-	VMOVUPS     Y2, (R11)
+	JZ          key_next
+	VMOVUPS     (R11), Y1
+	VMOVUPS     (R10), Y2
+	VFMADD231PS Y2, Y0, Y1
+	VMOVUPS     Y1, (R11)
 	ADDQ        $0x20, R11
 	ADDQ        $0x20, R10
 	DECQ        R13
-	JMP         single
+	JMP         key_single
 
-next:
+key_next:
 	ADDQ $0x04, R9
 	ADDQ CX, R11
 	DECQ R12
-	JNZ  head
+	JNZ  key_head
 	ADDQ BX, DX
 	ADDQ DI, SI
-	DECQ R8
-	JNZ  key
+	SUBQ $0x01, R8
+	JMP  key
 
-done:
+key_end:
 	VZEROUPPER
 	RET
 
@@ -20761,12 +20760,12 @@ scale_vec:
 
 block:
 	CMPQ R8, $0x04
-	JLT  keys
-	MOVQ heads+64(FP), R13
+	JLT  block_end
+	MOVQ heads+64(FP), R12
 	MOVQ DX, R9
 	MOVQ SI, R10
-	LEAQ (SI)(DI*2), R11
-	MOVQ AX, R12
+	MOVQ AX, R11
+	LEAQ (SI)(DI*2), R13
 
 block_head:
 	LEAQ         (R9)(BX*2), R14
@@ -20779,10 +20778,10 @@ block_head:
 block_quad:
 	CMPQ        R14, $0x04
 	JLT         block_single
-	VMOVUPS     (R12), Y4
-	VMOVUPS     32(R12), Y5
-	VMOVUPS     64(R12), Y6
-	VMOVUPS     96(R12), Y7
+	VMOVUPS     (R11), Y4
+	VMOVUPS     32(R11), Y5
+	VMOVUPS     64(R11), Y6
+	VMOVUPS     96(R11), Y7
 	VCVTPH2PS   (R10), Y8
 	VFMADD231PS Y8, Y0, Y4
 	VCVTPH2PS   16(R10), Y8
@@ -20799,55 +20798,55 @@ block_quad:
 	VFMADD231PS Y8, Y1, Y6
 	VCVTPH2PS   48(R10)(DI*1), Y8
 	VFMADD231PS Y8, Y1, Y7
-	VCVTPH2PS   (R11), Y8
+	VCVTPH2PS   (R13), Y8
 	VFMADD231PS Y8, Y2, Y4
-	VCVTPH2PS   16(R11), Y8
+	VCVTPH2PS   16(R13), Y8
 	VFMADD231PS Y8, Y2, Y5
-	VCVTPH2PS   32(R11), Y8
+	VCVTPH2PS   32(R13), Y8
 	VFMADD231PS Y8, Y2, Y6
-	VCVTPH2PS   48(R11), Y8
+	VCVTPH2PS   48(R13), Y8
 	VFMADD231PS Y8, Y2, Y7
-	VCVTPH2PS   (R11)(DI*1), Y8
+	VCVTPH2PS   (R13)(DI*1), Y8
 	VFMADD231PS Y8, Y3, Y4
-	VCVTPH2PS   16(R11)(DI*1), Y8
+	VCVTPH2PS   16(R13)(DI*1), Y8
 	VFMADD231PS Y8, Y3, Y5
-	VCVTPH2PS   32(R11)(DI*1), Y8
+	VCVTPH2PS   32(R13)(DI*1), Y8
 	VFMADD231PS Y8, Y3, Y6
-	VCVTPH2PS   48(R11)(DI*1), Y8
+	VCVTPH2PS   48(R13)(DI*1), Y8
 	VFMADD231PS Y8, Y3, Y7
-	VMOVUPS     Y4, (R12)
-	VMOVUPS     Y5, 32(R12)
-	VMOVUPS     Y6, 64(R12)
-	VMOVUPS     Y7, 96(R12)
-	ADDQ        $0x80, R12
+	VMOVUPS     Y4, (R11)
+	VMOVUPS     Y5, 32(R11)
+	VMOVUPS     Y6, 64(R11)
+	VMOVUPS     Y7, 96(R11)
+	ADDQ        $0x80, R11
 	ADDQ        $0x40, R10
-	ADDQ        $0x40, R11
+	ADDQ        $0x40, R13
 	SUBQ        $0x04, R14
 	JMP         block_quad
 
 block_single:
 	TESTQ       R14, R14
 	JZ          block_next
-	VMOVUPS     (R12), Y4
+	VMOVUPS     (R11), Y4
 	VCVTPH2PS   (R10), Y5
 	VFMADD231PS Y5, Y0, Y4
 	VCVTPH2PS   (R10)(DI*1), Y5
 	VFMADD231PS Y5, Y1, Y4
-	VCVTPH2PS   (R11), Y5
+	VCVTPH2PS   (R13), Y5
 	VFMADD231PS Y5, Y2, Y4
-	VCVTPH2PS   (R11)(DI*1), Y5
+	VCVTPH2PS   (R13)(DI*1), Y5
 	VFMADD231PS Y5, Y3, Y4
-	VMOVUPS     Y4, (R12)
-	ADDQ        $0x20, R12
+	VMOVUPS     Y4, (R11)
+	ADDQ        $0x20, R11
 	ADDQ        $0x10, R10
-	ADDQ        $0x10, R11
+	ADDQ        $0x10, R13
 	DECQ        R14
 	JMP         block_single
 
 block_next:
 	ADDQ $0x04, R9
-	ADDQ CX, R12
-	DECQ R13
+	ADDQ CX, R11
+	DECQ R12
 	JNZ  block_head
 	ADDQ BX, DX
 	ADDQ DI, SI
@@ -20860,67 +20859,66 @@ block_next:
 	SUBQ $0x04, R8
 	JMP  block
 
-keys:
-	TESTQ R8, R8
-	JZ    done
-
+block_end:
 key:
+	CMPQ R8, $0x01
+	JLT  key_end
 	MOVQ heads+64(FP), R12
 	MOVQ DX, R9
 	MOVQ SI, R10
 	MOVQ AX, R11
 
-head:
+key_head:
 	VBROADCASTSS (R9), Y0
 	MOVQ         nvec+72(FP), R13
 
-quad:
+key_quad:
 	CMPQ        R13, $0x04
-	JLT         single
-	VCVTPH2PS   (R10), Y1
-	VMOVUPS     (R11), Y2
-	VFMADD231PS Y1, Y0, Y2
-	VMOVUPS     Y2, (R11)
-	VCVTPH2PS   16(R10), Y1
+	JLT         key_single
+	VMOVUPS     (R11), Y1
 	VMOVUPS     32(R11), Y2
-	VFMADD231PS Y1, Y0, Y2
+	VMOVUPS     64(R11), Y3
+	VMOVUPS     96(R11), Y4
+	VCVTPH2PS   (R10), Y5
+	VFMADD231PS Y5, Y0, Y1
+	VCVTPH2PS   16(R10), Y5
+	VFMADD231PS Y5, Y0, Y2
+	VCVTPH2PS   32(R10), Y5
+	VFMADD231PS Y5, Y0, Y3
+	VCVTPH2PS   48(R10), Y5
+	VFMADD231PS Y5, Y0, Y4
+	VMOVUPS     Y1, (R11)
 	VMOVUPS     Y2, 32(R11)
-	VCVTPH2PS   32(R10), Y1
-	VMOVUPS     64(R11), Y2
-	VFMADD231PS Y1, Y0, Y2
-	VMOVUPS     Y2, 64(R11)
-	VCVTPH2PS   48(R10), Y1
-	VMOVUPS     96(R11), Y2
-	VFMADD231PS Y1, Y0, Y2
-	VMOVUPS     Y2, 96(R11)
+	VMOVUPS     Y3, 64(R11)
+	VMOVUPS     Y4, 96(R11)
 	ADDQ        $0x80, R11
 	ADDQ        $0x40, R10
 	SUBQ        $0x04, R13
-	JMP         quad
+	JMP         key_quad
 
-single:
+key_single:
 	TESTQ       R13, R13
-	JZ          next
-	VCVTPH2PS   (R10), Y1
-	VMOVUPS     (R11), Y2
-	VFMADD231PS Y1, Y0, Y2
-	VMOVUPS     Y2, (R11)
+	JZ          key_next
+	VMOVUPS     (R11), Y1
+	VCVTPH2PS   (R10), Y2
+	VFMADD231PS Y2, Y0, Y1
+	VMOVUPS     Y1, (R11)
 	ADDQ        $0x20, R11
 	ADDQ        $0x10, R10
 	DECQ        R13
-	JMP         single
+	JMP         key_single
 
-next:
+key_next:
 	ADDQ $0x04, R9
 	ADDQ CX, R11
 	DECQ R12
-	JNZ  head
+	JNZ  key_head
 	ADDQ BX, DX
 	ADDQ DI, SI
-	DECQ R8
-	JNZ  key
+	SUBQ $0x01, R8
+	JMP  key
 
-done:
+key_end:
 	VZEROUPPER
 	RET
 
@@ -21037,12 +21035,12 @@ scale_vec:
 
 block:
 	CMPQ R8, $0x04
-	JLT  keys
-	MOVQ heads+64(FP), R13
+	JLT  block_end
+	MOVQ heads+64(FP), R12
 	MOVQ DX, R9
 	MOVQ SI, R10
-	LEAQ (SI)(DI*2), R11
-	MOVQ AX, R12
+	MOVQ AX, R11
+	LEAQ (SI)(DI*2), R13
 
 block_head:
 	LEAQ         (R9)(BX*2), R14
@@ -21055,10 +21053,10 @@ block_head:
 block_quad:
 	CMPQ        R14, $0x04
 	JLT         block_single
-	VMOVUPS     (R12), Y4
-	VMOVUPS     32(R12), Y5
-	VMOVUPS     64(R12), Y6
-	VMOVUPS     96(R12), Y7
+	VMOVUPS     (R11), Y4
+	VMOVUPS     32(R11), Y5
+	VMOVUPS     64(R11), Y6
+	VMOVUPS     96(R11), Y7
 	VPMOVZXWD   (R10), Y8
 	VPSLLD      $0x10, Y8, Y8
 	VFMADD231PS Y8, Y0, Y4
@@ -21083,67 +21081,67 @@ block_quad:
 	VPMOVZXWD   48(R10)(DI*1), Y8
 	VPSLLD      $0x10, Y8, Y8
 	VFMADD231PS Y8, Y1, Y7
-	VPMOVZXWD   (R11), Y8
+	VPMOVZXWD   (R13), Y8
 	VPSLLD      $0x10, Y8, Y8
 	VFMADD231PS Y8, Y2, Y4
-	VPMOVZXWD   16(R11), Y8
+	VPMOVZXWD   16(R13), Y8
 	VPSLLD      $0x10, Y8, Y8
 	VFMADD231PS Y8, Y2, Y5
-	VPMOVZXWD   32(R11), Y8
+	VPMOVZXWD   32(R13), Y8
 	VPSLLD      $0x10, Y8, Y8
 	VFMADD231PS Y8, Y2, Y6
-	VPMOVZXWD   48(R11), Y8
+	VPMOVZXWD   48(R13), Y8
 	VPSLLD      $0x10, Y8, Y8
 	VFMADD231PS Y8, Y2, Y7
-	VPMOVZXWD   (R11)(DI*1), Y8
+	VPMOVZXWD   (R13)(DI*1), Y8
 	VPSLLD      $0x10, Y8, Y8
 	VFMADD231PS Y8, Y3, Y4
-	VPMOVZXWD   16(R11)(DI*1), Y8
+	VPMOVZXWD   16(R13)(DI*1), Y8
 	VPSLLD      $0x10, Y8, Y8
 	VFMADD231PS Y8, Y3, Y5
-	VPMOVZXWD   32(R11)(DI*1), Y8
+	VPMOVZXWD   32(R13)(DI*1), Y8
 	VPSLLD      $0x10, Y8, Y8
 	VFMADD231PS Y8, Y3, Y6
-	VPMOVZXWD   48(R11)(DI*1), Y8
+	VPMOVZXWD   48(R13)(DI*1), Y8
 	VPSLLD      $0x10, Y8, Y8
 	VFMADD231PS Y8, Y3, Y7
-	VMOVUPS     Y4, (R12)
-	VMOVUPS     Y5, 32(R12)
-	VMOVUPS     Y6, 64(R12)
-	VMOVUPS     Y7, 96(R12)
-	ADDQ        $0x80, R12
+	VMOVUPS     Y4, (R11)
+	VMOVUPS     Y5, 32(R11)
+	VMOVUPS     Y6, 64(R11)
+	VMOVUPS     Y7, 96(R11)
+	ADDQ        $0x80, R11
 	ADDQ        $0x40, R10
-	ADDQ        $0x40, R11
+	ADDQ        $0x40, R13
 	SUBQ        $0x04, R14
 	JMP         block_quad
 
 block_single:
 	TESTQ       R14, R14
 	JZ          block_next
-	VMOVUPS     (R12), Y4
+	VMOVUPS     (R11), Y4
 	VPMOVZXWD   (R10), Y5
 	VPSLLD      $0x10, Y5, Y5
 	VFMADD231PS Y5, Y0, Y4
 	VPMOVZXWD   (R10)(DI*1), Y5
 	VPSLLD      $0x10, Y5, Y5
 	VFMADD231PS Y5, Y1, Y4
-	VPMOVZXWD   (R11), Y5
+	VPMOVZXWD   (R13), Y5
 	VPSLLD      $0x10, Y5, Y5
 	VFMADD231PS Y5, Y2, Y4
-	VPMOVZXWD   (R11)(DI*1), Y5
+	VPMOVZXWD   (R13)(DI*1), Y5
 	VPSLLD      $0x10, Y5, Y5
 	VFMADD231PS Y5, Y3, Y4
-	VMOVUPS     Y4, (R12)
-	ADDQ        $0x20, R12
+	VMOVUPS     Y4, (R11)
+	ADDQ        $0x20, R11
 	ADDQ        $0x10, R10
-	ADDQ        $0x10, R11
+	ADDQ        $0x10, R13
 	DECQ        R14
 	JMP         block_single
 
 block_next:
 	ADDQ $0x04, R9
-	ADDQ CX, R12
-	DECQ R13
+	ADDQ CX, R11
+	DECQ R12
 	JNZ  block_head
 	ADDQ BX, DX
 	ADDQ DI, SI
@@ -21156,72 +21154,71 @@ block_next:
 	SUBQ $0x04, R8
 	JMP  block
 
-keys:
-	TESTQ R8, R8
-	JZ    done
-
+block_end:
 key:
+	CMPQ R8, $0x01
+	JLT  key_end
 	MOVQ heads+64(FP), R12
 	MOVQ DX, R9
 	MOVQ SI, R10
 	MOVQ AX, R11
 
-head:
+key_head:
 	VBROADCASTSS (R9), Y0
 	MOVQ         nvec+72(FP), R13
 
-quad:
+key_quad:
 	CMPQ        R13, $0x04
-	JLT         single
-	VPMOVZXWD   (R10), Y1
-	VPSLLD      $0x10, Y1, Y1
-	VMOVUPS     (R11), Y2
-	VFMADD231PS Y1, Y0, Y2
-	VMOVUPS     Y2, (R11)
-	VPMOVZXWD   16(R10), Y1
-	VPSLLD      $0x10, Y1, Y1
+	JLT         key_single
+	VMOVUPS     (R11), Y1
 	VMOVUPS     32(R11), Y2
-	VFMADD231PS Y1, Y0, Y2
+	VMOVUPS     64(R11), Y3
+	VMOVUPS     96(R11), Y4
+	VPMOVZXWD   (R10), Y5
+	VPSLLD      $0x10, Y5, Y5
+	VFMADD231PS Y5, Y0, Y1
+	VPMOVZXWD   16(R10), Y5
+	VPSLLD      $0x10, Y5, Y5
+	VFMADD231PS Y5, Y0, Y2
+	VPMOVZXWD   32(R10), Y5
+	VPSLLD      $0x10, Y5, Y5
+	VFMADD231PS Y5, Y0, Y3
+	VPMOVZXWD   48(R10), Y5
+	VPSLLD      $0x10, Y5, Y5
+	VFMADD231PS Y5, Y0, Y4
+	VMOVUPS     Y1, (R11)
 	VMOVUPS     Y2, 32(R11)
-	VPMOVZXWD   32(R10), Y1
-	VPSLLD      $0x10, Y1, Y1
-	VMOVUPS     64(R11), Y2
-	VFMADD231PS Y1, Y0, Y2
-	VMOVUPS     Y2, 64(R11)
-	VPMOVZXWD   48(R10), Y1
-	VPSLLD      $0x10, Y1, Y1
-	VMOVUPS     96(R11), Y2
-	VFMADD231PS Y1, Y0, Y2
-	VMOVUPS     Y2, 96(R11)
+	VMOVUPS     Y3, 64(R11)
+	VMOVUPS     Y4, 96(R11)
 	ADDQ        $0x80, R11
 	ADDQ        $0x40, R10
 	SUBQ        $0x04, R13
-	JMP         quad
+	JMP         key_quad
 
-single:
+key_single:
 	TESTQ       R13, R13
-	JZ          next
-	VPMOVZXWD   (R10), Y1
-	VPSLLD      $0x10, Y1, Y1
-	VMOVUPS     (R11), Y2
-	VFMADD231PS Y1, Y0, Y2
-	VMOVUPS     Y2, (R11)
+	JZ          key_next
+	VMOVUPS     (R11), Y1
+	VPMOVZXWD   (R10), Y2
+	VPSLLD      $0x10, Y2, Y2
+	VFMADD231PS Y2, Y0, Y1
+	VMOVUPS     Y1, (R11)
 	ADDQ        $0x20, R11
 	ADDQ        $0x10, R10
 	DECQ        R13
-	JMP         single
+	JMP         key_single
 
-next:
+key_next:
 	ADDQ $0x04, R9
 	ADDQ CX, R11
 	DECQ R12
-	JNZ  head
+	JNZ  key_head
 	ADDQ BX, DX
 	ADDQ DI, SI
-	DECQ R8
-	JNZ  key
+	SUBQ $0x01, R8
+	JMP  key
 
-done:
+key_end:
 	VZEROUPPER
 	RET
 

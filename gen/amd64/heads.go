@@ -124,30 +124,42 @@ func (g *gen) headPV(e elem) {
 	g.SHLQ(operand.U8(bits.TrailingZeros(uint(g.isa.bytes()))), row)
 	g.SUBQ(row, ldo)
 	nk := g.param("nk")
-	g.headPVBlocks(e, pp, ldp, vp, ldv, op, ldo, nk)
-	g.headPVTail(e, pp, ldp, vp, ldv, op, ldo, nk)
+	g.headPVPass(e, pp, ldp, vp, ldv, op, ldo, nk, headPVKeys, "block")
+	g.headPVPass(e, pp, ldp, vp, ldv, op, ldo, nk, 1, "key")
 	g.ret()
 }
 
-// headPVBlocks emits HeadPV's loop over whole blocks of headPVKeys keys,
-// leaving p, v and nk at the first key after them.
-func (g *gen) headPVBlocks(e elem, pp, ldp, vp, ldv, op, ldo, nk reg.GPVirtual) {
+// headPVPass emits HeadPV's loop over whole runs of keys keys (1 or
+// headPVKeys) while nk holds that many, leaving p, v and nk at the first
+// key after them; labels take the prefix pre.
+func (g *gen) headPVPass(e elem, pp, ldp, vp, ldv, op, ldo, nk reg.GPVirtual, keys int, pre string) {
 	b, eb := g.isa.bytes(), g.isa.lanes*e.bytes()
-	g.Label("block")
-	g.CMPQ(nk, operand.Imm(headPVKeys))
-	g.JLT(operand.LabelRef("keys"))
-	pr, vr, v2, orow, h := g.GP64(), g.GP64(), g.GP64(), g.GP64(), g.param("heads")
+	g.Label(pre)
+	g.CMPQ(nk, operand.Imm(uint64(keys)))
+	g.JLT(operand.LabelRef(pre + "_end"))
+	pr, vr, orow, h := g.GP64(), g.GP64(), g.GP64(), g.param("heads")
 	g.MOVQ(pp, pr)
 	g.MOVQ(vp, vr)
-	g.LEAQ(operand.Mem{Base: vp, Index: ldv, Scale: 2}, v2) // keys 2 and 3
 	g.MOVQ(op, orow)
-	g.Label("block_head")
-	w := make([]reg.VecVirtual, headPVKeys)
-	t := g.GP64()
-	g.LEAQ(operand.Mem{Base: pr, Index: ldp, Scale: 2}, t)
-	for j, m := range []operand.Mem{{Base: pr}, {Base: pr, Index: ldp, Scale: 1}, {Base: t}, {Base: t, Index: ldp, Scale: 1}} {
+	// Key j's weight and V row: from pr and vr, one and two strides on,
+	// and from pr and vr two strides on (t, v2) one stride further.
+	ws, rows := []operand.Mem{{Base: pr}}, []operand.Mem{{Base: vr}}
+	var v2 reg.GPVirtual
+	if keys > 1 {
+		v2 = g.GP64()
+		g.LEAQ(operand.Mem{Base: vp, Index: ldv, Scale: 2}, v2)
+		rows = append(rows, operand.Mem{Base: vr, Index: ldv, Scale: 1}, operand.Mem{Base: v2}, operand.Mem{Base: v2, Index: ldv, Scale: 1})
+	}
+	g.Label(pre + "_head")
+	if keys > 1 {
+		t := g.GP64()
+		g.LEAQ(operand.Mem{Base: pr, Index: ldp, Scale: 2}, t)
+		ws = append(ws, operand.Mem{Base: pr, Index: ldp, Scale: 1}, operand.Mem{Base: t}, operand.Mem{Base: t, Index: ldp, Scale: 1})
+	}
+	w := make([]reg.VecVirtual, keys)
+	for j := range w {
 		w[j] = g.vec()
-		g.VBROADCASTSS(m, w[j])
+		g.VBROADCASTSS(ws[j], w[j])
 	}
 	nv := g.param("nvec")
 	step := func(n int) {
@@ -156,7 +168,6 @@ func (g *gen) headPVBlocks(e elem, pp, ldp, vp, ldv, op, ldo, nk reg.GPVirtual) 
 			acc[i] = g.vec()
 			g.VMOVUPS(operand.Mem{Base: orow, Disp: i * b}, acc[i])
 		}
-		rows := []operand.Mem{{Base: vr}, {Base: vr, Index: ldv, Scale: 1}, {Base: v2}, {Base: v2, Index: ldv, Scale: 1}}
 		for j := range w {
 			for i := range acc {
 				vv := g.vec()
@@ -171,51 +182,20 @@ func (g *gen) headPVBlocks(e elem, pp, ldp, vp, ldv, op, ldo, nk reg.GPVirtual) 
 		}
 		g.ADDQ(operand.Imm(uint64(n*b)), orow)
 		g.ADDQ(operand.Imm(uint64(n*eb)), vr)
-		g.ADDQ(operand.Imm(uint64(n*eb)), v2)
+		if keys > 1 {
+			g.ADDQ(operand.Imm(uint64(n*eb)), v2)
+		}
 	}
-	g.rowSteps(nv, "block_", step)
-	g.Label("block_next")
-	g.loopBack(h, "block_head", add{operand.Imm(4), pr}, add{ldo, orow})
-	for range headPVKeys {
+	g.rowSteps(nv, pre+"_", step)
+	g.Label(pre + "_next")
+	g.loopBack(h, pre+"_head", add{operand.Imm(4), pr}, add{ldo, orow})
+	for range keys {
 		g.ADDQ(ldp, pp)
 		g.ADDQ(ldv, vp)
 	}
-	g.SUBQ(operand.Imm(headPVKeys), nk)
-	g.JMP(operand.LabelRef("block"))
-}
-
-// headPVTail emits HeadPV's loop over the keys after the blocks, key by
-// key.
-func (g *gen) headPVTail(e elem, pp, ldp, vp, ldv, op, ldo, nk reg.GPVirtual) {
-	b, eb := g.isa.bytes(), g.isa.lanes*e.bytes()
-	g.Label("keys")
-	g.TESTQ(nk, nk)
-	g.JZ(operand.LabelRef("done"))
-	g.Label("key")
-	pr, vr, orow, h := g.GP64(), g.GP64(), g.GP64(), g.param("heads")
-	g.MOVQ(pp, pr)
-	g.MOVQ(vp, vr)
-	g.MOVQ(op, orow)
-	g.Label("head")
-	w := g.vec()
-	g.VBROADCASTSS(operand.Mem{Base: pr}, w)
-	nv := g.param("nvec")
-	step := func(n int) {
-		for i := 0; i < n; i++ {
-			vv, t := g.vec(), g.vec()
-			g.widen(e, operand.Mem{Base: vr, Disp: i * eb}, vv)
-			g.VMOVUPS(operand.Mem{Base: orow, Disp: i * b}, t)
-			g.VFMADD231PS(vv, w, t)
-			g.VMOVUPS(t, operand.Mem{Base: orow, Disp: i * b})
-		}
-		g.ADDQ(operand.Imm(uint64(n*b)), orow)
-		g.ADDQ(operand.Imm(uint64(n*eb)), vr)
-	}
-	g.rowSteps(nv, "", step)
-	g.Label("next")
-	g.loopBack(h, "head", add{operand.Imm(4), pr}, add{ldo, orow})
-	g.loopBack(nk, "key", add{ldp, pp}, add{ldv, vp})
-	g.Label("done")
+	g.SUBQ(operand.Imm(uint64(keys)), nk)
+	g.JMP(operand.LabelRef(pre))
+	g.Label(pre + "_end")
 }
 
 // headScoresI8 emits HeadScoresI8AVX2: HeadScores over int8 K rows (ggml's
