@@ -54,7 +54,7 @@ func TestInterleavedHeads(t *testing.T) {
 						p.Slopes[h] = 0.05 * float32(h+1)
 					}
 				}
-				if keyMajor(p) && ks.HasHeads(p.KVType, p.HeadDim, p.ValueDim) && !stridedFloat32(ks, p) {
+				if keyMajor(p) && headKernels(ks, p) {
 					continue
 				}
 				a := NewAttention(p)

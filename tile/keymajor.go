@@ -58,7 +58,7 @@ func keyMajorGroup(p *Problem) int {
 // the exp with stale values.
 func (sp Split) runKeyMajor(ks *kernels.Set, p *Problem, b, g0, g1, chunk, k0, k1 int, ws *Workspace, part []float32) bool {
 	dk, dv := p.HeadDim, p.ValueDim
-	if !ks.HasHeads(p.KVType, dk, dv) || stridedFloat32(ks, p) {
+	if !headKernels(ks, p) {
 		return false
 	}
 	lo, a, e, hi := keySpans(p, sp.headItem(p, b, g0))
@@ -97,6 +97,13 @@ func (sp Split) runKeyMajor(ks *kernels.Set, p *Problem, b, g0, g1, chunk, k0, k
 		dst[dv], dst[dv+1] = ws.m[h], ws.l[h]
 	}
 	return true
+}
+
+// headKernels reports whether ks runs p's key-major items on its head
+// kernels: it has them for p's K/V, and p's are not float32 that it runs
+// in head groups instead (stridedFloat32).
+func headKernels(ks *kernels.Set, p *Problem) bool {
+	return ks.HasHeads(p.KVType, p.HeadDim, p.ValueDim) && !stridedFloat32(ks, p)
 }
 
 // stridedFloat32 reports whether the MHA decode of p runs its float32 K/V
