@@ -235,21 +235,23 @@ func evenSpans(lo, allLo, allHi, hi, kvLen int) (int, int, int, int) {
 	return lo, allLo, allHi, hi
 }
 
-// edgeKeys is the key block of the edge segments of a one-head item on
-// a set of lanes float32 lanes: two vectors of rows (at least 16 keys).
-// The rows that see none of a block's keys are skipped, so about
-// edgeKeys/(2·rows) of the item's diagonal square (rows × rows keys) is
-// computed in vain instead of 1/2: at 64 rows and 32 keys, 3,072 row-keys
-// computed for the 2,080 of the triangle. Smaller blocks waste less of
-// the triangle but pay each block's fixed cost (five kernel calls and the
-// mask) more often. On Zen 5, one
-// thread, AVX-512, causal 1,8,8,512,512,64: bench medians in four
-// alternated rounds 178.9–189.7 GFLOP/s with 16 keys, 184.3–190.9 with 32
-// (BSHD; BHSD 182.3–191.4 → 188.8–192.5), 1,16,16,1024,1024,128 level.
-// (Timers around the edges, whose own cost grows with the blocks, had
-// shown 0.41–0.45 → 0.36–0.37 ms of a 1.7 ms call.) AVX2's 16 and 32
-// were level.
-func edgeKeys(lanes int) int { return max(16, 2*lanes) }
+// edgeKeys is the key block of the edge segments of a one-head item: 16
+// keys, whatever the set's vectors. The rows that see none of a block's
+// keys are skipped (whole vectors of them), so about edgeKeys/(2·rows)
+// of the item's diagonal square (rows × rows keys) is computed in vain
+// instead of 1/2: at 64 rows, 2,560 row-keys computed for the 2,080 of
+// the triangle (3,072 with blocks of 32). Smaller blocks waste less of
+// the triangle but pay each block's fixed cost (five kernel calls and
+// the mask) more often. Zen 4, one thread, AVX-512, 15 rounds of 60
+// calls alternated in one process (medians): causal 1,8,8,512,512,64 at
+// 0.875 (BSHD) and 0.881 (BHSD) of full's GFLOP/s with 32 keys, 0.887
+// and 0.892 with 16, 0.820 and 0.850 with 64 (a second run: 0.853 →
+// 0.889, 0.881 → 0.888); 1,16,16,1024,1024,128 0.922 → 0.941 and 0.917 →
+// 0.931; 1,8,8,2048,2048,64 level (0.967 → 0.962, 0.961 → 0.963). On Zen
+// 5 bench medians had put 32 ahead (184.3–190.9 GFLOP/s against
+// 178.9–189.7, BSHD, four alternated rounds), within those rounds'
+// spread; AVX2's 16 and 32 were level.
+const edgeKeys = 16
 
 // edges runs the masked keys [from, to). With one query head per item the
 // rows are consecutive positions, so each block of edgeKeys keys runs only
@@ -266,9 +268,8 @@ func (r *itemRun) edges(from, to int) {
 		return
 	}
 	lanes := r.ks.Lanes
-	ek := edgeKeys(lanes)
-	for kb := from; kb < to; kb += ek {
-		nk := min(ek, to-kb)
+	for kb := from; kb < to; kb += edgeKeys {
+		nk := min(edgeKeys, to-kb)
 		first, _ := p.posRange(it.b, kb)
 		_, last := p.posRange(it.b, kb+nk-1)
 		r0 := min(max(first-it.i0, 0), it.nq) / lanes * lanes
