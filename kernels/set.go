@@ -321,7 +321,10 @@ func (ks *Set) PV(o []float32, ldo int, p []float32, ldp int, v []float32, ldv i
 //	s[c*lds+r] += fma(slope[r], dist[r] + c, bias[c])   for c < nk, r < rows
 //
 // dist[r] is the signed distance from row r's query position to the
-// tile's first key (an integer, exact in float32). slope and dist are
+// tile's first key, a whole number. The formula holds exactly while
+// |dist[r]| + nk <= 2^24 (every dist[r] + c a float32 integer); beyond
+// that each set rounds dist[r] + c its own way (the assembly steps it
+// by 1 a key, the generic set adds c once). slope and dist are
 // both nil (no ALiBi term) or hold rows values; bias is nil (no key term)
 // or holds nk. rows is a multiple of Lanes.
 func (ks *Set) ScoreBias(s []float32, lds int, slope, dist, bias []float32, nk, rows int) {
