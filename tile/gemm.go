@@ -235,7 +235,9 @@ func (g *Gemm) colWidth() int {
 func (g *Gemm) colBlocks() int { return ceilDiv(g.B.N, g.colWidth()) }
 
 // Items returns the number of work items: each row block of C (rowSpan)
-// times each colWidth-wide column block. PackA, if called, comes first.
+// times each colWidth-wide column block. PackA, if called, makes the row
+// blocks taller and so the items fewer: a count taken before it is at
+// least the packed one, and Run does nothing for the items past that.
 func (g *Gemm) Items() int {
 	if g.M <= 0 {
 		return 0
@@ -244,8 +246,12 @@ func (g *Gemm) Items() int {
 	return blocks * g.colBlocks()
 }
 
-// Run computes work item n, a block of C, with kernel set ks.
+// Run computes work item n, a block of C, with kernel set ks; an n
+// outside [0, Items()) does nothing.
 func (g *Gemm) Run(ks *kernels.Set, n int, ws *Workspace) {
+	if n < 0 || n >= g.Items() {
+		return
+	}
 	blocks := g.colBlocks()
 	m0, mc := g.rowSpan(n / blocks)
 	width := g.colWidth()

@@ -50,8 +50,10 @@ func (g *Gemm) packs(ks *kernels.Set) bool {
 
 // PackA readies g to read A packed for its items on ks, into buf, and
 // returns the work that packs it: run every item of that (on any number
-// of workers) before any of g's. Call it before g.Items: packed items
-// cut taller row blocks (gemmPackedRowsMul). Where the items read A in place
+// of workers) before any of g's, and call PackA before running any of
+// g's items. Packed items cut taller row blocks (gemmPackedRowsMul), so
+// g.Items is best taken after it: a count taken before is larger, and
+// its extra items do nothing (Run). Where the items read A in place
 // (packs), the work has no items and g is unchanged. Keep buf and A
 // unchanged until g's items are done; the bits are the same either way.
 func (g *Gemm) PackA(ks *kernels.Set, buf *PackedA) APack {

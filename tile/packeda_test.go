@@ -64,3 +64,42 @@ func TestGemmPackedA(t *testing.T) {
 		})
 	}
 }
+
+// TestGemmItemsBeforePackA: a Gemm whose item count was taken before
+// PackA (then larger: packed row blocks are taller) gives the same bits
+// as one that took it after, the items past the packed count doing
+// nothing, and items outside any count do nothing either.
+func TestGemmItemsBeforePackA(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 23))
+	const m, n, k = 600, 2048, 64 // 2048 columns: 16 column blocks, so the row blocks are not cut for more items
+	for _, ks := range kernels.Available() {
+		t.Run(ks.Name, func(t *testing.T) {
+			w := PackWeights(Matrix{F32: randoms(rng, k*n), RowStride: n, ColStride: 1}, k, n, PanelCols(ks), fallback.KVFloat32)
+			a := randoms(rng, m*k)
+			after := Gemm{A: a, LDA: k, B: w, C: make([]float32, m*n), LDC: n, M: m}
+			before := after
+			before.C = make([]float32, m*n)
+			var ws Workspace
+			var bufA, bufB PackedA
+			pk := after.PackA(ks, &bufA)
+			pk.RunAll(ks)
+			for it := range after.Items() {
+				after.Run(ks, it, &ws)
+			}
+			items := before.Items()
+			pk = before.PackA(ks, &bufB)
+			pk.RunAll(ks)
+			if ks.HasGemmPacked() && items <= before.Items() {
+				t.Fatalf("%s: %d items before PackA, %d after: want more before", ks, items, before.Items())
+			}
+			for it := -1; it <= items; it++ {
+				before.Run(ks, it, &ws)
+			}
+			for i := range after.C {
+				if before.C[i] != after.C[i] {
+					t.Fatalf("%s: c[%d][%d] = %v with the count taken before PackA, %v after", ks, i/n, i%n, before.C[i], after.C[i])
+				}
+			}
+		})
+	}
+}
