@@ -141,8 +141,10 @@ func (g *gen) headPVPass(e elem, pp, ldp, vp, ldv, op, ldo, nk reg.GPVirtual, ke
 	g.MOVQ(pp, pr)
 	g.MOVQ(vp, vr)
 	g.MOVQ(op, orow)
-	// Key j's weight and V row: from pr and vr, one and two strides on,
-	// and from pr and vr two strides on (t, v2) one stride further.
+	// Key j of the block (j < keys) reads its weight at pr + j·ldp and its
+	// V row at vr + j·ldv: keys 0 and 1 from pr and vr, keys 2 and 3 from
+	// t = pr + 2·ldp and v2 = vr + 2·ldv (an index scale of 3 does not
+	// exist, and the strides are runtime values).
 	ws, rows := []operand.Mem{{Base: pr}}, []operand.Mem{{Base: vr}}
 	var v2 reg.GPVirtual
 	if keys > 1 {
