@@ -246,10 +246,11 @@ func DotAVX2(s *float32, lds int, k *float32, ldk int, q *float32, ldq int, rows
 // with nk, heads, nvec >= 1, strides in elements: key j's rows of the
 // heads side by side, read in address order. Four accumulators take
 // vectors 4i..4i+3 of a row (the rest go to the first), summed as
-// (a0+a1)+(a2+a3), then across lanes.
+// (a0+a1)+(a2+a3), then across lanes. Keys j < pfn prefetch the lines
+// ahead bytes on from those they load.
 //
 //go:noescape
-func HeadScoresF32AVX2(s *float32, lds int, q *float32, k *float32, ldk int, nk int, heads int, nvec int)
+func HeadScoresF32AVX2(s *float32, lds int, q *float32, k *float32, ldk int, nk int, heads int, nvec int, ahead int, pfn int)
 
 // HeadPVF32AVX2 is
 //
@@ -261,10 +262,12 @@ func HeadScoresF32AVX2(s *float32, lds int, q *float32, k *float32, ldk int, nk 
 //
 // with nk, heads, nvec >= 1, strides in elements: one multiply and one
 // FMA an element, key j's rows of the heads read in address order; keys in blocks of 4,
-// each output vector held in a register across a block's keys.
+// each output vector held in a register across a block's keys. Blocks
+// whose keys are all below pfn prefetch the lines ahead bytes on from
+// those they load.
 //
 //go:noescape
-func HeadPVF32AVX2(o *float32, ldo int, p *float32, ldp int, v *float32, ldv int, alpha *float32, nk int, heads int, nvec int)
+func HeadPVF32AVX2(o *float32, ldo int, p *float32, ldp int, v *float32, ldv int, alpha *float32, nk int, heads int, nvec int, ahead int, pfn int)
 
 // HeadScoresF16AVX2 is
 //
@@ -275,10 +278,11 @@ func HeadPVF32AVX2(o *float32, ldo int, p *float32, ldp int, v *float32, ldv int
 // with nk, heads, nvec >= 1, strides in elements: key j's rows of the
 // heads side by side, read in address order. Four accumulators take
 // vectors 4i..4i+3 of a row (the rest go to the first), summed as
-// (a0+a1)+(a2+a3), then across lanes.
+// (a0+a1)+(a2+a3), then across lanes. Keys j < pfn prefetch the lines
+// ahead bytes on from those they load.
 //
 //go:noescape
-func HeadScoresF16AVX2(s *float32, lds int, q *float32, k *uint16, ldk int, nk int, heads int, nvec int)
+func HeadScoresF16AVX2(s *float32, lds int, q *float32, k *uint16, ldk int, nk int, heads int, nvec int, ahead int, pfn int)
 
 // HeadPVF16AVX2 is
 //
@@ -290,10 +294,12 @@ func HeadScoresF16AVX2(s *float32, lds int, q *float32, k *uint16, ldk int, nk i
 //
 // with nk, heads, nvec >= 1, strides in elements: one multiply and one
 // FMA an element, key j's rows of the heads read in address order; keys in blocks of 4,
-// each output vector held in a register across a block's keys.
+// each output vector held in a register across a block's keys. Blocks
+// whose keys are all below pfn prefetch the lines ahead bytes on from
+// those they load.
 //
 //go:noescape
-func HeadPVF16AVX2(o *float32, ldo int, p *float32, ldp int, v *uint16, ldv int, alpha *float32, nk int, heads int, nvec int)
+func HeadPVF16AVX2(o *float32, ldo int, p *float32, ldp int, v *uint16, ldv int, alpha *float32, nk int, heads int, nvec int, ahead int, pfn int)
 
 // HeadScoresBF16AVX2 is
 //
@@ -304,10 +310,11 @@ func HeadPVF16AVX2(o *float32, ldo int, p *float32, ldp int, v *uint16, ldv int,
 // with nk, heads, nvec >= 1, strides in elements: key j's rows of the
 // heads side by side, read in address order. Four accumulators take
 // vectors 4i..4i+3 of a row (the rest go to the first), summed as
-// (a0+a1)+(a2+a3), then across lanes.
+// (a0+a1)+(a2+a3), then across lanes. Keys j < pfn prefetch the lines
+// ahead bytes on from those they load.
 //
 //go:noescape
-func HeadScoresBF16AVX2(s *float32, lds int, q *float32, k *uint16, ldk int, nk int, heads int, nvec int)
+func HeadScoresBF16AVX2(s *float32, lds int, q *float32, k *uint16, ldk int, nk int, heads int, nvec int, ahead int, pfn int)
 
 // HeadPVBF16AVX2 is
 //
@@ -319,10 +326,12 @@ func HeadScoresBF16AVX2(s *float32, lds int, q *float32, k *uint16, ldk int, nk 
 //
 // with nk, heads, nvec >= 1, strides in elements: one multiply and one
 // FMA an element, key j's rows of the heads read in address order; keys in blocks of 4,
-// each output vector held in a register across a block's keys.
+// each output vector held in a register across a block's keys. Blocks
+// whose keys are all below pfn prefetch the lines ahead bytes on from
+// those they load.
 //
 //go:noescape
-func HeadPVBF16AVX2(o *float32, ldo int, p *float32, ldp int, v *uint16, ldv int, alpha *float32, nk int, heads int, nvec int)
+func HeadPVBF16AVX2(o *float32, ldo int, p *float32, ldp int, v *uint16, ldv int, alpha *float32, nk int, heads int, nvec int, ahead int, pfn int)
 
 // HeadScoresI8AVX2 is
 //
@@ -334,10 +343,11 @@ func HeadPVBF16AVX2(o *float32, ldo int, p *float32, ldp int, v *uint16, ldv int
 // heads side by side, read in address order (values and scales). A
 // block's four vectors of products are summed in one vector, scaled by
 // its scale into one of two accumulators (even and odd blocks), their
-// sum then summed across lanes.
+// sum then summed across lanes. Keys j < pfn prefetch the values'
+// lines ahead bytes on from those they load.
 //
 //go:noescape
-func HeadScoresI8AVX2(s *float32, lds int, q *float32, k *int8, ldk int, ks *float32, ldks int, nk int, heads int, nblk int)
+func HeadScoresI8AVX2(s *float32, lds int, q *float32, k *int8, ldk int, ks *float32, ldks int, nk int, heads int, nblk int, ahead int, pfn int)
 
 // HeadPVI8AVX2 is
 //
@@ -350,9 +360,11 @@ func HeadScoresI8AVX2(s *float32, lds int, q *float32, k *int8, ldk int, ks *flo
 //
 // with nk, heads, nblk >= 1, strides in elements: the weight scaled once
 // per block, then one FMA an element; values and scales in address order.
+// Keys j < pfn prefetch the values' lines ahead bytes on from those they
+// load.
 //
 //go:noescape
-func HeadPVI8AVX2(o *float32, ldo int, p *float32, ldp int, v *int8, ldv int, vs *float32, ldvs int, alpha *float32, nk int, heads int, nblk int)
+func HeadPVI8AVX2(o *float32, ldo int, p *float32, ldp int, v *int8, ldv int, vs *float32, ldvs int, alpha *float32, nk int, heads int, nblk int, ahead int, pfn int)
 
 // DecodeF32AVX2 is
 //

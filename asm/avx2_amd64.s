@@ -20382,9 +20382,9 @@ rows1_masked_done:
 	VZEROUPPER
 	RET
 
-// func HeadScoresF32AVX2(s *float32, lds int, q *float32, k *float32, ldk int, nk int, heads int, nvec int)
-// Requires: AVX, AVX2, FMA3
-TEXT ·HeadScoresF32AVX2(SB), NOSPLIT, $0-64
+// func HeadScoresF32AVX2(s *float32, lds int, q *float32, k *float32, ldk int, nk int, heads int, nvec int, ahead int, pfn int)
+// Requires: AVX, AVX2, CMOV, FMA3, MMX+
+TEXT ·HeadScoresF32AVX2(SB), NOSPLIT, $0-80
 	MOVQ    s+0(FP), AX
 	MOVQ    lds+8(FP), CX
 	SHLQ    $0x02, CX
@@ -20395,42 +20395,48 @@ TEXT ·HeadScoresF32AVX2(SB), NOSPLIT, $0-64
 	VMOVUPS constsAVX2<>+1024(SB), Y0
 
 key:
-	MOVQ q+16(FP), DI
-	MOVQ heads+48(FP), R10
-	MOVQ DX, R8
-	MOVQ AX, R9
+	XORQ    DI, DI
+	MOVQ    ahead+64(FP), R8
+	SUBQ    $0x01, pfn+72(FP)
+	CMOVQLT DI, R8
+	MOVQ    q+16(FP), DI
+	MOVQ    heads+48(FP), R11
+	MOVQ    DX, R9
+	MOVQ    AX, R10
 
 head:
 	VPXOR Y0, Y0, Y0
 	VPXOR Y0, Y0, Y1
 	VPXOR Y0, Y0, Y2
 	VPXOR Y0, Y0, Y3
-	MOVQ  nvec+56(FP), R11
+	MOVQ  nvec+56(FP), R12
 
 quad:
-	CMPQ        R11, $0x04
+	CMPQ        R12, $0x04
 	JLT         single
-	VMOVUPS     (R8), Y4
+	PREFETCHT1  (R9)(R8*1)
+	PREFETCHT1  64(R9)(R8*1)
+	VMOVUPS     (R9), Y4
 	VFMADD231PS (DI), Y4, Y0
-	VMOVUPS     32(R8), Y4
+	VMOVUPS     32(R9), Y4
 	VFMADD231PS 32(DI), Y4, Y1
-	VMOVUPS     64(R8), Y4
+	VMOVUPS     64(R9), Y4
 	VFMADD231PS 64(DI), Y4, Y2
-	VMOVUPS     96(R8), Y4
+	VMOVUPS     96(R9), Y4
 	VFMADD231PS 96(DI), Y4, Y3
 	ADDQ        $0x80, DI
-	ADDQ        $0x80, R8
-	SUBQ        $0x04, R11
+	ADDQ        $0x80, R9
+	SUBQ        $0x04, R12
 	JMP         quad
 
 single:
-	TESTQ       R11, R11
+	TESTQ       R12, R12
 	JZ          sum
-	VMOVUPS     (R8), Y4
+	VMOVUPS     (R9), Y4
 	VFMADD231PS (DI), Y4, Y0
 	ADDQ        $0x20, DI
-	ADDQ        $0x20, R8
-	DECQ        R11
+	ADDQ        $0x20, R9
+	DECQ        R12
 	JMP         single
 
 sum:
@@ -20441,9 +20447,9 @@ sum:
 	VADDPS       X1, X0, X1
 	VHADDPS      X1, X1, X1
 	VHADDPS      X1, X1, X1
-	VMOVSS       X1, (R9)
-	ADDQ         $0x04, R9
-	DECQ         R10
+	VMOVSS       X1, (R10)
+	ADDQ         $0x04, R10
+	DECQ         R11
 	JNZ          head
 	ADDQ         CX, AX
 	ADDQ         BX, DX
@@ -20452,9 +20458,9 @@ sum:
 	VZEROUPPER
 	RET
 
-// func HeadPVF32AVX2(o *float32, ldo int, p *float32, ldp int, v *float32, ldv int, alpha *float32, nk int, heads int, nvec int)
-// Requires: AVX, FMA3
-TEXT ·HeadPVF32AVX2(SB), NOSPLIT, $0-80
+// func HeadPVF32AVX2(o *float32, ldo int, p *float32, ldp int, v *float32, ldv int, alpha *float32, nk int, heads int, nvec int, ahead int, pfn int)
+// Requires: AVX, CMOV, FMA3, MMX+
+TEXT ·HeadPVF32AVX2(SB), NOSPLIT, $8-96
 	MOVQ o+0(FP), AX
 	MOVQ ldo+8(FP), CX
 	SHLQ $0x02, CX
@@ -20489,29 +20495,43 @@ scale_vec:
 	MOVQ    nk+56(FP), R8
 
 block:
-	CMPQ R8, $0x04
-	JLT  block_end
-	MOVQ heads+64(FP), R12
-	MOVQ DX, R9
-	MOVQ SI, R10
-	MOVQ AX, R11
-	LEAQ (SI)(DI*2), R13
+	CMPQ    R8, $0x04
+	JLT     block_end
+	MOVQ    heads+64(FP), R12
+	MOVQ    DX, R9
+	MOVQ    SI, R10
+	MOVQ    AX, R11
+	XORQ    R13, R13
+	MOVQ    ahead+80(FP), R14
+	SUBQ    $0x04, pfn+88(FP)
+	CMOVQLT R13, R14
+	ADDQ    R10, R14
+	LEAQ    (SI)(DI*2), R13
 
 block_head:
-	LEAQ         (R9)(BX*2), R14
+	LEAQ         (R9)(BX*2), R15
 	VBROADCASTSS (R9), Y0
 	VBROADCASTSS (R9)(BX*1), Y1
-	VBROADCASTSS (R14), Y2
-	VBROADCASTSS (R14)(BX*1), Y3
-	MOVQ         nvec+72(FP), R14
+	VBROADCASTSS (R15), Y2
+	VBROADCASTSS (R15)(BX*1), Y3
+	MOVQ         nvec+72(FP), R15
 
 block_quad:
-	CMPQ        R14, $0x04
+	CMPQ        R15, $0x04
 	JLT         block_single
 	VMOVUPS     (R11), Y4
 	VMOVUPS     32(R11), Y5
 	VMOVUPS     64(R11), Y6
 	VMOVUPS     96(R11), Y7
+	LEAQ        (R14)(DI*2), BP
+	PREFETCHT1  (R14)
+	PREFETCHT1  64(R14)
+	PREFETCHT1  (R14)(DI*1)
+	PREFETCHT1  64(R14)(DI*1)
+	PREFETCHT1  (BP)
+	PREFETCHT1  64(BP)
+	PREFETCHT1  (BP)(DI*1)
+	PREFETCHT1  64(BP)(DI*1)
 	VMOVUPS     (R10), Y8
 	VFMADD231PS Y8, Y0, Y4
 	VMOVUPS     32(R10), Y8
@@ -20551,11 +20571,12 @@ block_quad:
 	ADDQ        $0x80, R11
 	ADDQ        $0x80, R10
 	ADDQ        $0x80, R13
-	SUBQ        $0x04, R14
+	ADDQ        $0x80, R14
+	SUBQ        $0x04, R15
 	JMP         block_quad
 
 block_single:
-	TESTQ       R14, R14
+	TESTQ       R15, R15
 	JZ          block_next
 	VMOVUPS     (R11), Y4
 	VMOVUPS     (R10), Y5
@@ -20570,7 +20591,8 @@ block_single:
 	ADDQ        $0x20, R11
 	ADDQ        $0x20, R10
 	ADDQ        $0x20, R13
-	DECQ        R14
+	ADDQ        $0x20, R14
+	DECQ        R15
 	JMP         block_single
 
 block_next:
@@ -20652,9 +20674,9 @@ key_end:
 	VZEROUPPER
 	RET
 
-// func HeadScoresF16AVX2(s *float32, lds int, q *float32, k *uint16, ldk int, nk int, heads int, nvec int)
-// Requires: AVX, AVX2, F16C, FMA3
-TEXT ·HeadScoresF16AVX2(SB), NOSPLIT, $0-64
+// func HeadScoresF16AVX2(s *float32, lds int, q *float32, k *uint16, ldk int, nk int, heads int, nvec int, ahead int, pfn int)
+// Requires: AVX, AVX2, CMOV, F16C, FMA3, MMX+
+TEXT ·HeadScoresF16AVX2(SB), NOSPLIT, $0-80
 	MOVQ    s+0(FP), AX
 	MOVQ    lds+8(FP), CX
 	SHLQ    $0x02, CX
@@ -20665,42 +20687,47 @@ TEXT ·HeadScoresF16AVX2(SB), NOSPLIT, $0-64
 	VMOVUPS constsAVX2<>+1024(SB), Y0
 
 key:
-	MOVQ q+16(FP), DI
-	MOVQ heads+48(FP), R10
-	MOVQ DX, R8
-	MOVQ AX, R9
+	XORQ    DI, DI
+	MOVQ    ahead+64(FP), R8
+	SUBQ    $0x01, pfn+72(FP)
+	CMOVQLT DI, R8
+	MOVQ    q+16(FP), DI
+	MOVQ    heads+48(FP), R11
+	MOVQ    DX, R9
+	MOVQ    AX, R10
 
 head:
 	VPXOR Y0, Y0, Y0
 	VPXOR Y0, Y0, Y1
 	VPXOR Y0, Y0, Y2
 	VPXOR Y0, Y0, Y3
-	MOVQ  nvec+56(FP), R11
+	MOVQ  nvec+56(FP), R12
 
 quad:
-	CMPQ        R11, $0x04
+	CMPQ        R12, $0x04
 	JLT         single
-	VCVTPH2PS   (R8), Y4
+	PREFETCHT1  (R9)(R8*1)
+	VCVTPH2PS   (R9), Y4
 	VFMADD231PS (DI), Y4, Y0
-	VCVTPH2PS   16(R8), Y4
+	VCVTPH2PS   16(R9), Y4
 	VFMADD231PS 32(DI), Y4, Y1
-	VCVTPH2PS   32(R8), Y4
+	VCVTPH2PS   32(R9), Y4
 	VFMADD231PS 64(DI), Y4, Y2
-	VCVTPH2PS   48(R8), Y4
+	VCVTPH2PS   48(R9), Y4
 	VFMADD231PS 96(DI), Y4, Y3
 	ADDQ        $0x80, DI
-	ADDQ        $0x40, R8
-	SUBQ        $0x04, R11
+	ADDQ        $0x40, R9
+	SUBQ        $0x04, R12
 	JMP         quad
 
 single:
-	TESTQ       R11, R11
+	TESTQ       R12, R12
 	JZ          sum
-	VCVTPH2PS   (R8), Y4
+	VCVTPH2PS   (R9), Y4
 	VFMADD231PS (DI), Y4, Y0
 	ADDQ        $0x20, DI
-	ADDQ        $0x10, R8
-	DECQ        R11
+	ADDQ        $0x10, R9
+	DECQ        R12
 	JMP         single
 
 sum:
@@ -20711,9 +20738,9 @@ sum:
 	VADDPS       X1, X0, X1
 	VHADDPS      X1, X1, X1
 	VHADDPS      X1, X1, X1
-	VMOVSS       X1, (R9)
-	ADDQ         $0x04, R9
-	DECQ         R10
+	VMOVSS       X1, (R10)
+	ADDQ         $0x04, R10
+	DECQ         R11
 	JNZ          head
 	ADDQ         CX, AX
 	ADDQ         BX, DX
@@ -20722,9 +20749,9 @@ sum:
 	VZEROUPPER
 	RET
 
-// func HeadPVF16AVX2(o *float32, ldo int, p *float32, ldp int, v *uint16, ldv int, alpha *float32, nk int, heads int, nvec int)
-// Requires: AVX, F16C, FMA3
-TEXT ·HeadPVF16AVX2(SB), NOSPLIT, $0-80
+// func HeadPVF16AVX2(o *float32, ldo int, p *float32, ldp int, v *uint16, ldv int, alpha *float32, nk int, heads int, nvec int, ahead int, pfn int)
+// Requires: AVX, CMOV, F16C, FMA3, MMX+
+TEXT ·HeadPVF16AVX2(SB), NOSPLIT, $8-96
 	MOVQ o+0(FP), AX
 	MOVQ ldo+8(FP), CX
 	SHLQ $0x02, CX
@@ -20759,29 +20786,39 @@ scale_vec:
 	MOVQ    nk+56(FP), R8
 
 block:
-	CMPQ R8, $0x04
-	JLT  block_end
-	MOVQ heads+64(FP), R12
-	MOVQ DX, R9
-	MOVQ SI, R10
-	MOVQ AX, R11
-	LEAQ (SI)(DI*2), R13
+	CMPQ    R8, $0x04
+	JLT     block_end
+	MOVQ    heads+64(FP), R12
+	MOVQ    DX, R9
+	MOVQ    SI, R10
+	MOVQ    AX, R11
+	XORQ    R13, R13
+	MOVQ    ahead+80(FP), R14
+	SUBQ    $0x04, pfn+88(FP)
+	CMOVQLT R13, R14
+	ADDQ    R10, R14
+	LEAQ    (SI)(DI*2), R13
 
 block_head:
-	LEAQ         (R9)(BX*2), R14
+	LEAQ         (R9)(BX*2), R15
 	VBROADCASTSS (R9), Y0
 	VBROADCASTSS (R9)(BX*1), Y1
-	VBROADCASTSS (R14), Y2
-	VBROADCASTSS (R14)(BX*1), Y3
-	MOVQ         nvec+72(FP), R14
+	VBROADCASTSS (R15), Y2
+	VBROADCASTSS (R15)(BX*1), Y3
+	MOVQ         nvec+72(FP), R15
 
 block_quad:
-	CMPQ        R14, $0x04
+	CMPQ        R15, $0x04
 	JLT         block_single
 	VMOVUPS     (R11), Y4
 	VMOVUPS     32(R11), Y5
 	VMOVUPS     64(R11), Y6
 	VMOVUPS     96(R11), Y7
+	LEAQ        (R14)(DI*2), BP
+	PREFETCHT1  (R14)
+	PREFETCHT1  (R14)(DI*1)
+	PREFETCHT1  (BP)
+	PREFETCHT1  (BP)(DI*1)
 	VCVTPH2PS   (R10), Y8
 	VFMADD231PS Y8, Y0, Y4
 	VCVTPH2PS   16(R10), Y8
@@ -20821,11 +20858,12 @@ block_quad:
 	ADDQ        $0x80, R11
 	ADDQ        $0x40, R10
 	ADDQ        $0x40, R13
-	SUBQ        $0x04, R14
+	ADDQ        $0x40, R14
+	SUBQ        $0x04, R15
 	JMP         block_quad
 
 block_single:
-	TESTQ       R14, R14
+	TESTQ       R15, R15
 	JZ          block_next
 	VMOVUPS     (R11), Y4
 	VCVTPH2PS   (R10), Y5
@@ -20840,7 +20878,8 @@ block_single:
 	ADDQ        $0x20, R11
 	ADDQ        $0x10, R10
 	ADDQ        $0x10, R13
-	DECQ        R14
+	ADDQ        $0x10, R14
+	DECQ        R15
 	JMP         block_single
 
 block_next:
@@ -20922,9 +20961,9 @@ key_end:
 	VZEROUPPER
 	RET
 
-// func HeadScoresBF16AVX2(s *float32, lds int, q *float32, k *uint16, ldk int, nk int, heads int, nvec int)
-// Requires: AVX, AVX2, FMA3
-TEXT ·HeadScoresBF16AVX2(SB), NOSPLIT, $0-64
+// func HeadScoresBF16AVX2(s *float32, lds int, q *float32, k *uint16, ldk int, nk int, heads int, nvec int, ahead int, pfn int)
+// Requires: AVX, AVX2, CMOV, FMA3, MMX+
+TEXT ·HeadScoresBF16AVX2(SB), NOSPLIT, $0-80
 	MOVQ    s+0(FP), AX
 	MOVQ    lds+8(FP), CX
 	SHLQ    $0x02, CX
@@ -20935,47 +20974,52 @@ TEXT ·HeadScoresBF16AVX2(SB), NOSPLIT, $0-64
 	VMOVUPS constsAVX2<>+1024(SB), Y0
 
 key:
-	MOVQ q+16(FP), DI
-	MOVQ heads+48(FP), R10
-	MOVQ DX, R8
-	MOVQ AX, R9
+	XORQ    DI, DI
+	MOVQ    ahead+64(FP), R8
+	SUBQ    $0x01, pfn+72(FP)
+	CMOVQLT DI, R8
+	MOVQ    q+16(FP), DI
+	MOVQ    heads+48(FP), R11
+	MOVQ    DX, R9
+	MOVQ    AX, R10
 
 head:
 	VPXOR Y0, Y0, Y0
 	VPXOR Y0, Y0, Y1
 	VPXOR Y0, Y0, Y2
 	VPXOR Y0, Y0, Y3
-	MOVQ  nvec+56(FP), R11
+	MOVQ  nvec+56(FP), R12
 
 quad:
-	CMPQ        R11, $0x04
+	CMPQ        R12, $0x04
 	JLT         single
-	VPMOVZXWD   (R8), Y4
+	PREFETCHT1  (R9)(R8*1)
+	VPMOVZXWD   (R9), Y4
 	VPSLLD      $0x10, Y4, Y4
 	VFMADD231PS (DI), Y4, Y0
-	VPMOVZXWD   16(R8), Y4
+	VPMOVZXWD   16(R9), Y4
 	VPSLLD      $0x10, Y4, Y4
 	VFMADD231PS 32(DI), Y4, Y1
-	VPMOVZXWD   32(R8), Y4
+	VPMOVZXWD   32(R9), Y4
 	VPSLLD      $0x10, Y4, Y4
 	VFMADD231PS 64(DI), Y4, Y2
-	VPMOVZXWD   48(R8), Y4
+	VPMOVZXWD   48(R9), Y4
 	VPSLLD      $0x10, Y4, Y4
 	VFMADD231PS 96(DI), Y4, Y3
 	ADDQ        $0x80, DI
-	ADDQ        $0x40, R8
-	SUBQ        $0x04, R11
+	ADDQ        $0x40, R9
+	SUBQ        $0x04, R12
 	JMP         quad
 
 single:
-	TESTQ       R11, R11
+	TESTQ       R12, R12
 	JZ          sum
-	VPMOVZXWD   (R8), Y4
+	VPMOVZXWD   (R9), Y4
 	VPSLLD      $0x10, Y4, Y4
 	VFMADD231PS (DI), Y4, Y0
 	ADDQ        $0x20, DI
-	ADDQ        $0x10, R8
-	DECQ        R11
+	ADDQ        $0x10, R9
+	DECQ        R12
 	JMP         single
 
 sum:
@@ -20986,9 +21030,9 @@ sum:
 	VADDPS       X1, X0, X1
 	VHADDPS      X1, X1, X1
 	VHADDPS      X1, X1, X1
-	VMOVSS       X1, (R9)
-	ADDQ         $0x04, R9
-	DECQ         R10
+	VMOVSS       X1, (R10)
+	ADDQ         $0x04, R10
+	DECQ         R11
 	JNZ          head
 	ADDQ         CX, AX
 	ADDQ         BX, DX
@@ -20997,9 +21041,9 @@ sum:
 	VZEROUPPER
 	RET
 
-// func HeadPVBF16AVX2(o *float32, ldo int, p *float32, ldp int, v *uint16, ldv int, alpha *float32, nk int, heads int, nvec int)
-// Requires: AVX, AVX2, FMA3
-TEXT ·HeadPVBF16AVX2(SB), NOSPLIT, $0-80
+// func HeadPVBF16AVX2(o *float32, ldo int, p *float32, ldp int, v *uint16, ldv int, alpha *float32, nk int, heads int, nvec int, ahead int, pfn int)
+// Requires: AVX, AVX2, CMOV, FMA3, MMX+
+TEXT ·HeadPVBF16AVX2(SB), NOSPLIT, $8-96
 	MOVQ o+0(FP), AX
 	MOVQ ldo+8(FP), CX
 	SHLQ $0x02, CX
@@ -21034,29 +21078,39 @@ scale_vec:
 	MOVQ    nk+56(FP), R8
 
 block:
-	CMPQ R8, $0x04
-	JLT  block_end
-	MOVQ heads+64(FP), R12
-	MOVQ DX, R9
-	MOVQ SI, R10
-	MOVQ AX, R11
-	LEAQ (SI)(DI*2), R13
+	CMPQ    R8, $0x04
+	JLT     block_end
+	MOVQ    heads+64(FP), R12
+	MOVQ    DX, R9
+	MOVQ    SI, R10
+	MOVQ    AX, R11
+	XORQ    R13, R13
+	MOVQ    ahead+80(FP), R14
+	SUBQ    $0x04, pfn+88(FP)
+	CMOVQLT R13, R14
+	ADDQ    R10, R14
+	LEAQ    (SI)(DI*2), R13
 
 block_head:
-	LEAQ         (R9)(BX*2), R14
+	LEAQ         (R9)(BX*2), R15
 	VBROADCASTSS (R9), Y0
 	VBROADCASTSS (R9)(BX*1), Y1
-	VBROADCASTSS (R14), Y2
-	VBROADCASTSS (R14)(BX*1), Y3
-	MOVQ         nvec+72(FP), R14
+	VBROADCASTSS (R15), Y2
+	VBROADCASTSS (R15)(BX*1), Y3
+	MOVQ         nvec+72(FP), R15
 
 block_quad:
-	CMPQ        R14, $0x04
+	CMPQ        R15, $0x04
 	JLT         block_single
 	VMOVUPS     (R11), Y4
 	VMOVUPS     32(R11), Y5
 	VMOVUPS     64(R11), Y6
 	VMOVUPS     96(R11), Y7
+	LEAQ        (R14)(DI*2), BP
+	PREFETCHT1  (R14)
+	PREFETCHT1  (R14)(DI*1)
+	PREFETCHT1  (BP)
+	PREFETCHT1  (BP)(DI*1)
 	VPMOVZXWD   (R10), Y8
 	VPSLLD      $0x10, Y8, Y8
 	VFMADD231PS Y8, Y0, Y4
@@ -21112,11 +21166,12 @@ block_quad:
 	ADDQ        $0x80, R11
 	ADDQ        $0x40, R10
 	ADDQ        $0x40, R13
-	SUBQ        $0x04, R14
+	ADDQ        $0x40, R14
+	SUBQ        $0x04, R15
 	JMP         block_quad
 
 block_single:
-	TESTQ       R14, R14
+	TESTQ       R15, R15
 	JZ          block_next
 	VMOVUPS     (R11), Y4
 	VPMOVZXWD   (R10), Y5
@@ -21135,7 +21190,8 @@ block_single:
 	ADDQ        $0x20, R11
 	ADDQ        $0x10, R10
 	ADDQ        $0x10, R13
-	DECQ        R14
+	ADDQ        $0x10, R14
+	DECQ        R15
 	JMP         block_single
 
 block_next:
@@ -21222,9 +21278,9 @@ key_end:
 	VZEROUPPER
 	RET
 
-// func HeadScoresI8AVX2(s *float32, lds int, q *float32, k *int8, ldk int, ks *float32, ldks int, nk int, heads int, nblk int)
-// Requires: AVX, AVX2, FMA3
-TEXT ·HeadScoresI8AVX2(SB), NOSPLIT, $0-80
+// func HeadScoresI8AVX2(s *float32, lds int, q *float32, k *int8, ldk int, ks *float32, ldks int, nk int, heads int, nblk int, ahead int, pfn int)
+// Requires: AVX, AVX2, CMOV, FMA3, MMX+
+TEXT ·HeadScoresI8AVX2(SB), NOSPLIT, $0-96
 	MOVQ    s+0(FP), AX
 	MOVQ    lds+8(FP), CX
 	SHLQ    $0x02, CX
@@ -21237,77 +21293,82 @@ TEXT ·HeadScoresI8AVX2(SB), NOSPLIT, $0-80
 	VMOVUPS constsAVX2<>+1024(SB), Y0
 
 key:
-	MOVQ q+16(FP), R9
-	MOVQ heads+64(FP), R13
-	MOVQ DX, R10
-	MOVQ SI, R11
-	MOVQ AX, R12
+	XORQ    R9, R9
+	MOVQ    ahead+80(FP), R10
+	SUBQ    $0x01, pfn+88(FP)
+	CMOVQLT R9, R10
+	MOVQ    q+16(FP), R9
+	MOVQ    heads+64(FP), R14
+	MOVQ    DX, R11
+	MOVQ    SI, R12
+	MOVQ    AX, R13
 
 head:
 	VPXOR Y0, Y0, Y0
 	VPXOR Y0, Y0, Y1
-	MOVQ  nblk+72(FP), R14
+	MOVQ  nblk+72(FP), R15
 
 pair:
-	CMPQ         R14, $0x02
+	CMPQ         R15, $0x02
 	JLT          last
-	VPMOVSXBD    (R10), Y2
+	PREFETCHT1   (R11)(R10*1)
+	VPMOVSXBD    (R11), Y2
 	VCVTDQ2PS    Y2, Y2
 	VMULPS       (R9), Y2, Y2
-	VPMOVSXBD    8(R10), Y3
+	VPMOVSXBD    8(R11), Y3
 	VCVTDQ2PS    Y3, Y3
 	VFMADD231PS  32(R9), Y3, Y2
-	VPMOVSXBD    16(R10), Y3
+	VPMOVSXBD    16(R11), Y3
 	VCVTDQ2PS    Y3, Y3
 	VFMADD231PS  64(R9), Y3, Y2
-	VPMOVSXBD    24(R10), Y3
+	VPMOVSXBD    24(R11), Y3
 	VCVTDQ2PS    Y3, Y3
 	VFMADD231PS  96(R9), Y3, Y2
-	VBROADCASTSS (R11), Y3
+	VBROADCASTSS (R12), Y3
 	VFMADD231PS  Y3, Y2, Y0
 	ADDQ         $0x80, R9
-	ADDQ         $0x20, R10
-	ADDQ         $0x04, R11
-	VPMOVSXBD    (R10), Y2
+	ADDQ         $0x20, R11
+	ADDQ         $0x04, R12
+	VPMOVSXBD    (R11), Y2
 	VCVTDQ2PS    Y2, Y2
 	VMULPS       (R9), Y2, Y2
-	VPMOVSXBD    8(R10), Y3
+	VPMOVSXBD    8(R11), Y3
 	VCVTDQ2PS    Y3, Y3
 	VFMADD231PS  32(R9), Y3, Y2
-	VPMOVSXBD    16(R10), Y3
+	VPMOVSXBD    16(R11), Y3
 	VCVTDQ2PS    Y3, Y3
 	VFMADD231PS  64(R9), Y3, Y2
-	VPMOVSXBD    24(R10), Y3
+	VPMOVSXBD    24(R11), Y3
 	VCVTDQ2PS    Y3, Y3
 	VFMADD231PS  96(R9), Y3, Y2
-	VBROADCASTSS (R11), Y3
+	VBROADCASTSS (R12), Y3
 	VFMADD231PS  Y3, Y2, Y1
 	ADDQ         $0x80, R9
-	ADDQ         $0x20, R10
-	ADDQ         $0x04, R11
-	SUBQ         $0x02, R14
+	ADDQ         $0x20, R11
+	ADDQ         $0x04, R12
+	SUBQ         $0x02, R15
 	JMP          pair
 
 last:
-	TESTQ        R14, R14
+	TESTQ        R15, R15
 	JZ           sum
-	VPMOVSXBD    (R10), Y2
+	VPMOVSXBD    (R11), Y2
 	VCVTDQ2PS    Y2, Y2
 	VMULPS       (R9), Y2, Y2
-	VPMOVSXBD    8(R10), Y3
+	VPMOVSXBD    8(R11), Y3
 	VCVTDQ2PS    Y3, Y3
 	VFMADD231PS  32(R9), Y3, Y2
-	VPMOVSXBD    16(R10), Y3
+	VPMOVSXBD    16(R11), Y3
 	VCVTDQ2PS    Y3, Y3
 	VFMADD231PS  64(R9), Y3, Y2
-	VPMOVSXBD    24(R10), Y3
+	VPMOVSXBD    24(R11), Y3
 	VCVTDQ2PS    Y3, Y3
 	VFMADD231PS  96(R9), Y3, Y2
-	VBROADCASTSS (R11), Y3
+	VBROADCASTSS (R12), Y3
 	VFMADD231PS  Y3, Y2, Y0
 	ADDQ         $0x80, R9
-	ADDQ         $0x20, R10
-	ADDQ         $0x04, R11
+	ADDQ         $0x20, R11
+	ADDQ         $0x04, R12
 
 sum:
 	VADDPS       Y1, Y0, Y0
@@ -21315,9 +21376,9 @@ sum:
 	VADDPS       X1, X0, X1
 	VHADDPS      X1, X1, X1
 	VHADDPS      X1, X1, X1
-	VMOVSS       X1, (R12)
-	ADDQ         $0x04, R12
-	DECQ         R13
+	VMOVSS       X1, (R13)
+	ADDQ         $0x04, R13
+	DECQ         R14
 	JNZ          head
 	ADDQ         CX, AX
 	ADDQ         BX, DX
@@ -21327,9 +21388,9 @@ sum:
 	VZEROUPPER
 	RET
 
-// func HeadPVI8AVX2(o *float32, ldo int, p *float32, ldp int, v *int8, ldv int, vs *float32, ldvs int, alpha *float32, nk int, heads int, nblk int)
-// Requires: AVX, AVX2, FMA3
-TEXT ·HeadPVI8AVX2(SB), NOSPLIT, $0-96
+// func HeadPVI8AVX2(o *float32, ldo int, p *float32, ldp int, v *int8, ldv int, vs *float32, ldvs int, alpha *float32, nk int, heads int, nblk int, ahead int, pfn int)
+// Requires: AVX, AVX2, CMOV, FMA3, MMX+
+TEXT ·HeadPVI8AVX2(SB), NOSPLIT, $0-112
 	MOVQ o+0(FP), AX
 	MOVQ ldo+8(FP), CX
 	SHLQ $0x02, CX
@@ -21361,48 +21422,55 @@ scale_vec:
 	MOVQ    nk+72(FP), DI
 
 key:
-	MOVQ p+16(FP), R8
-	MOVQ v+32(FP), R9
-	MOVQ vs+48(FP), R10
-	MOVQ heads+80(FP), R12
-	MOVQ AX, R11
+	XORQ    R8, R8
+	MOVQ    ahead+96(FP), R9
+	SUBQ    $0x01, pfn+104(FP)
+	CMOVQLT R8, R9
+	MOVQ    p+16(FP), R8
+	MOVQ    v+32(FP), R10
+	MOVQ    vs+48(FP), R11
+	MOVQ    heads+80(FP), R13
+	MOVQ    AX, R12
+	ADDQ    R10, R9
 
 head:
 	VBROADCASTSS (R8), Y0
-	MOVQ         nblk+88(FP), R13
-	MOVQ         R11, R14
+	MOVQ         nblk+88(FP), R14
+	MOVQ         R12, R15
 
 block:
-	VMULPS       (R10), Y0, Y1
+	PREFETCHT1   (R9)
+	VMULPS       (R11), Y0, Y1
 	VBROADCASTSS X1, Y1
-	VPMOVSXBD    (R9), Y2
+	VPMOVSXBD    (R10), Y2
 	VCVTDQ2PS    Y2, Y2
-	VMOVUPS      (R14), Y3
+	VMOVUPS      (R15), Y3
 	VFMADD231PS  Y2, Y1, Y3
-	VMOVUPS      Y3, (R14)
-	VPMOVSXBD    8(R9), Y2
+	VMOVUPS      Y3, (R15)
+	VPMOVSXBD    8(R10), Y2
 	VCVTDQ2PS    Y2, Y2
-	VMOVUPS      32(R14), Y3
+	VMOVUPS      32(R15), Y3
 	VFMADD231PS  Y2, Y1, Y3
-	VMOVUPS      Y3, 32(R14)
-	VPMOVSXBD    16(R9), Y2
+	VMOVUPS      Y3, 32(R15)
+	VPMOVSXBD    16(R10), Y2
 	VCVTDQ2PS    Y2, Y2
-	VMOVUPS      64(R14), Y3
+	VMOVUPS      64(R15), Y3
 	VFMADD231PS  Y2, Y1, Y3
-	VMOVUPS      Y3, 64(R14)
-	VPMOVSXBD    24(R9), Y2
+	VMOVUPS      Y3, 64(R15)
+	VPMOVSXBD    24(R10), Y2
 	VCVTDQ2PS    Y2, Y2
-	VMOVUPS      96(R14), Y3
+	VMOVUPS      96(R15), Y3
 	VFMADD231PS  Y2, Y1, Y3
-	VMOVUPS      Y3, 96(R14)
-	ADDQ         $0x80, R14
+	VMOVUPS      Y3, 96(R15)
+	ADDQ         $0x80, R15
+	ADDQ         $0x20, R10
 	ADDQ         $0x20, R9
-	ADDQ         $0x04, R10
-	DECQ         R13
+	ADDQ         $0x04, R11
+	DECQ         R14
 	JNZ          block
 	ADDQ         $0x04, R8
-	ADDQ         CX, R11
-	DECQ         R12
+	ADDQ         CX, R12
+	DECQ         R13
 	JNZ          head
 	ADDQ         DX, p+16(FP)
 	ADDQ         BX, v+32(FP)

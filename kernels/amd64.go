@@ -74,8 +74,8 @@ type (
 // headScores16Func and headPV16Func are HeadScores' and HeadPV's
 // kernels over 16-bit K/V (heads.go).
 type (
-	headScores16Func func(s *float32, lds int, q *float32, k *uint16, ldk int, nk, heads, nvec int)
-	headPV16Func     func(o *float32, ldo int, p *float32, ldp int, v *uint16, ldv int, alpha *float32, nk, heads, nvec int)
+	headScores16Func func(s *float32, lds int, q *float32, k *uint16, ldk int, nk, heads, nvec, ahead, pfn int)
+	headPV16Func     func(o *float32, ldo int, p *float32, ldp int, v *uint16, ldv int, alpha *float32, nk, heads, nvec, ahead, pfn int)
 )
 
 // gemmW16Func and gemmWI8Func are the signatures of the generated GemmW
@@ -162,12 +162,12 @@ type x86Kernels struct {
 	dot           func(s *float32, lds int, k *float32, ldk int, q *float32, ldq, rows, nk, nvec, tail int)
 	peak          func(iters int)
 	prefetch      func(p *float32, ld, rows, n int)
-	headScores    func(s *float32, lds int, q *float32, k *float32, ldk int, nk, heads, nvec int)
+	headScores    func(s *float32, lds int, q *float32, k *float32, ldk int, nk, heads, nvec, ahead, pfn int)
 	headScores16  [2]headScores16Func // float16, bfloat16
-	headPV        func(o *float32, ldo int, p *float32, ldp int, v *float32, ldv int, alpha *float32, nk, heads, nvec int)
+	headPV        func(o *float32, ldo int, p *float32, ldp int, v *float32, ldv int, alpha *float32, nk, heads, nvec, ahead, pfn int)
 	headPV16      [2]headPV16Func
-	headScoresI8  func(s *float32, lds int, q *float32, k *int8, ldk int, ks *float32, ldks int, nk, heads, nblk int)
-	headPVI8      func(o *float32, ldo int, p *float32, ldp int, v *int8, ldv int, vs *float32, ldvs int, alpha *float32, nk, heads, nblk int)
+	headScoresI8  func(s *float32, lds int, q *float32, k *int8, ldk int, ks *float32, ldks int, nk, heads, nblk, ahead, pfn int)
+	headPVI8      func(o *float32, ldo int, p *float32, ldp int, v *int8, ldv int, vs *float32, ldvs int, alpha *float32, nk, heads, nblk, ahead, pfn int)
 
 	decodeF32        decodeF32Func
 	decodeF16, decBF decode16Func
@@ -262,23 +262,25 @@ func x86Set(name string, pr x86Params, k x86Kernels, requires ...cpuid.FeatureID
 		},
 		heads: &headKernels{
 			scores: func(s []float32, lds int, q []float32, kr KVRows, nk, heads, dk int) {
+				ahead, pfn := headAhead(kr.Len(), kr.Ld, heads*dk, kr.Type.Bytes(), nk)
 				switch kr.Type {
 				case fallback.KVFloat32:
-					k.headScores(&s[0], lds, &q[0], &kr.F32[0], kr.Ld, nk, heads, dk/headVector)
+					k.headScores(&s[0], lds, &q[0], &kr.F32[0], kr.Ld, nk, heads, dk/headVector, ahead, pfn)
 				case fallback.KVInt8:
-					k.headScoresI8(&s[0], lds, &q[0], &kr.I8[0], kr.Ld, &kr.S[0], kr.LdS, nk, heads, dk/fallback.Int8Block)
+					k.headScoresI8(&s[0], lds, &q[0], &kr.I8[0], kr.Ld, &kr.S[0], kr.LdS, nk, heads, dk/fallback.Int8Block, ahead, pfn)
 				default:
-					k.headScores16[kr.Type-1](&s[0], lds, &q[0], &kr.U16[0], kr.Ld, nk, heads, dk/headVector)
+					k.headScores16[kr.Type-1](&s[0], lds, &q[0], &kr.U16[0], kr.Ld, nk, heads, dk/headVector, ahead, pfn)
 				}
 			},
 			pv: func(o []float32, ldo int, p []float32, ldp int, vr KVRows, alpha []float32, nk, heads, dv int) {
+				ahead, pfn := headAhead(vr.Len(), vr.Ld, heads*dv, vr.Type.Bytes(), nk)
 				switch vr.Type {
 				case fallback.KVFloat32:
-					k.headPV(&o[0], ldo, &p[0], ldp, &vr.F32[0], vr.Ld, &alpha[0], nk, heads, dv/headVector)
+					k.headPV(&o[0], ldo, &p[0], ldp, &vr.F32[0], vr.Ld, &alpha[0], nk, heads, dv/headVector, ahead, pfn)
 				case fallback.KVInt8:
-					k.headPVI8(&o[0], ldo, &p[0], ldp, &vr.I8[0], vr.Ld, &vr.S[0], vr.LdS, &alpha[0], nk, heads, dv/fallback.Int8Block)
+					k.headPVI8(&o[0], ldo, &p[0], ldp, &vr.I8[0], vr.Ld, &vr.S[0], vr.LdS, &alpha[0], nk, heads, dv/fallback.Int8Block, ahead, pfn)
 				default:
-					k.headPV16[vr.Type-1](&o[0], ldo, &p[0], ldp, &vr.U16[0], vr.Ld, &alpha[0], nk, heads, dv/headVector)
+					k.headPV16[vr.Type-1](&o[0], ldo, &p[0], ldp, &vr.U16[0], vr.Ld, &alpha[0], nk, heads, dv/headVector, ahead, pfn)
 				}
 			},
 		},

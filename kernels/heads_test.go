@@ -181,3 +181,38 @@ func TestHeadsFallback(t *testing.T) {
 		f1()
 	}
 }
+
+// TestHeadAhead holds headAhead to its contract: the rows it lets the
+// head kernels prefetch lie inside the slice, whole rows at least
+// headAheadBytes on, and no row whose prefetched row fits is left out.
+func TestHeadAhead(t *testing.T) {
+	for _, size := range []int{1, 2, 4} {
+		for _, w := range []int{8, 64, 128, 4096} {
+			for _, pad := range []int{0, 1, 40} {
+				ld := w + pad
+				for _, nk := range []int{1, 3, 64, 128} {
+					for _, extra := range []int{0, 1, 2, 5, 100, 5000} {
+						n := (nk+extra-1)*ld + w // the call's rows, then extra whole rows
+						ahead, pfn := headAhead(n, ld, w, size, nk)
+						row := ld * size
+						if ahead%row != 0 || ahead < headAheadBytes || ahead >= headAheadBytes+row {
+							t.Fatalf("size %d, ld %d: ahead %d bytes, not the fewest whole rows of %d covering %d", size, ld, ahead, row, headAheadBytes)
+						}
+						keys := ahead / row
+						for j := 0; j < pfn; j++ {
+							if (j+keys)*ld+w > n {
+								t.Fatalf("size %d, w %d, ld %d, nk %d, n %d: row %d prefetches row %d past the slice", size, w, ld, nk, n, j, j+keys)
+							}
+						}
+						if pfn < nk && (pfn+keys)*ld+w <= n {
+							t.Fatalf("size %d, w %d, ld %d, nk %d, n %d: pfn %d leaves out row %d, whose row %d fits", size, w, ld, nk, n, pfn, pfn, pfn+keys)
+						}
+						if pfn < 0 || pfn > nk {
+							t.Fatalf("pfn %d outside [0, %d]", pfn, nk)
+						}
+					}
+				}
+			}
+		}
+	}
+}
