@@ -20394,6 +20394,108 @@ TEXT ·HeadScoresF32AVX2(SB), NOSPLIT, $0-80
 	MOVQ    nk+40(FP), SI
 	VMOVUPS constsAVX2<>+1024(SB), Y0
 
+pair:
+	CMPQ    SI, $0x02
+	JLT     pair_end
+	XORQ    DI, DI
+	MOVQ    ahead+64(FP), R8
+	SUBQ    $0x02, pfn+72(FP)
+	CMOVQLT DI, R8
+	MOVQ    q+16(FP), DI
+	MOVQ    heads+48(FP), R11
+	MOVQ    DX, R9
+	MOVQ    AX, R10
+
+pair_head:
+	VPXOR Y0, Y0, Y0
+	VPXOR Y0, Y0, Y1
+	VPXOR Y0, Y0, Y2
+	VPXOR Y0, Y0, Y3
+	VPXOR Y0, Y0, Y4
+	VPXOR Y0, Y0, Y5
+	VPXOR Y0, Y0, Y6
+	VPXOR Y0, Y0, Y7
+	MOVQ  nvec+56(FP), R12
+
+pair_quad:
+	CMPQ        R12, $0x04
+	JLT         pair_single
+	LEAQ        (R9)(BX*1), R13
+	PREFETCHT1  (R9)(R8*1)
+	PREFETCHT1  64(R9)(R8*1)
+	PREFETCHT1  (R13)(R8*1)
+	PREFETCHT1  64(R13)(R8*1)
+	VMOVUPS     (DI), Y8
+	VMOVUPS     (R9), Y9
+	VMOVUPS     (R13), Y10
+	VFMADD231PS Y8, Y9, Y0
+	VFMADD231PS Y8, Y10, Y4
+	VMOVUPS     32(DI), Y8
+	VMOVUPS     32(R9), Y9
+	VMOVUPS     32(R13), Y10
+	VFMADD231PS Y8, Y9, Y1
+	VFMADD231PS Y8, Y10, Y5
+	VMOVUPS     64(DI), Y8
+	VMOVUPS     64(R9), Y9
+	VMOVUPS     64(R13), Y10
+	VFMADD231PS Y8, Y9, Y2
+	VFMADD231PS Y8, Y10, Y6
+	VMOVUPS     96(DI), Y8
+	VMOVUPS     96(R9), Y9
+	VMOVUPS     96(R13), Y10
+	VFMADD231PS Y8, Y9, Y3
+	VFMADD231PS Y8, Y10, Y7
+	ADDQ        $0x80, DI
+	ADDQ        $0x80, R9
+	SUBQ        $0x04, R12
+	JMP         pair_quad
+
+pair_single:
+	TESTQ       R12, R12
+	JZ          pair_next
+	LEAQ        (R9)(BX*1), R13
+	VMOVUPS     (DI), Y8
+	VMOVUPS     (R9), Y9
+	VMOVUPS     (R13), Y10
+	VFMADD231PS Y8, Y9, Y0
+	VFMADD231PS Y8, Y10, Y4
+	ADDQ        $0x20, DI
+	ADDQ        $0x20, R9
+	DECQ        R12
+	JMP         pair_single
+
+pair_next:
+	VADDPS       Y1, Y0, Y0
+	VADDPS       Y3, Y2, Y2
+	VADDPS       Y2, Y0, Y0
+	VADDPS       Y5, Y4, Y4
+	VADDPS       Y7, Y6, Y6
+	VADDPS       Y6, Y4, Y4
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X1
+	VHADDPS      X1, X1, X1
+	VHADDPS      X1, X1, X1
+	VMOVSS       X1, (R10)
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X0, X4, X0
+	VHADDPS      X0, X0, X0
+	VHADDPS      X0, X0, X0
+	VMOVSS       X0, (R10)(CX*1)
+	ADDQ         $0x04, R10
+	DECQ         R11
+	JNZ          pair_head
+	ADDQ         CX, AX
+	ADDQ         BX, DX
+	ADDQ         CX, AX
+	ADDQ         BX, DX
+	SUBQ         $0x02, SI
+	JMP          pair
+
+pair_end:
+	TESTQ SI, SI
+	JZ    done
+
+	// The last key, if nk is odd.
 key:
 	XORQ    DI, DI
 	MOVQ    ahead+64(FP), R8
@@ -20455,6 +20557,8 @@ sum:
 	ADDQ         BX, DX
 	DECQ         SI
 	JNZ          key
+
+done:
 	VZEROUPPER
 	RET
 
@@ -20686,6 +20790,106 @@ TEXT ·HeadScoresF16AVX2(SB), NOSPLIT, $0-80
 	MOVQ    nk+40(FP), SI
 	VMOVUPS constsAVX2<>+1024(SB), Y0
 
+pair:
+	CMPQ    SI, $0x02
+	JLT     pair_end
+	XORQ    DI, DI
+	MOVQ    ahead+64(FP), R8
+	SUBQ    $0x02, pfn+72(FP)
+	CMOVQLT DI, R8
+	MOVQ    q+16(FP), DI
+	MOVQ    heads+48(FP), R11
+	MOVQ    DX, R9
+	MOVQ    AX, R10
+
+pair_head:
+	VPXOR Y0, Y0, Y0
+	VPXOR Y0, Y0, Y1
+	VPXOR Y0, Y0, Y2
+	VPXOR Y0, Y0, Y3
+	VPXOR Y0, Y0, Y4
+	VPXOR Y0, Y0, Y5
+	VPXOR Y0, Y0, Y6
+	VPXOR Y0, Y0, Y7
+	MOVQ  nvec+56(FP), R12
+
+pair_quad:
+	CMPQ        R12, $0x04
+	JLT         pair_single
+	LEAQ        (R9)(BX*1), R13
+	PREFETCHT1  (R9)(R8*1)
+	PREFETCHT1  (R13)(R8*1)
+	VMOVUPS     (DI), Y8
+	VCVTPH2PS   (R9), Y9
+	VCVTPH2PS   (R13), Y10
+	VFMADD231PS Y8, Y9, Y0
+	VFMADD231PS Y8, Y10, Y4
+	VMOVUPS     32(DI), Y8
+	VCVTPH2PS   16(R9), Y9
+	VCVTPH2PS   16(R13), Y10
+	VFMADD231PS Y8, Y9, Y1
+	VFMADD231PS Y8, Y10, Y5
+	VMOVUPS     64(DI), Y8
+	VCVTPH2PS   32(R9), Y9
+	VCVTPH2PS   32(R13), Y10
+	VFMADD231PS Y8, Y9, Y2
+	VFMADD231PS Y8, Y10, Y6
+	VMOVUPS     96(DI), Y8
+	VCVTPH2PS   48(R9), Y9
+	VCVTPH2PS   48(R13), Y10
+	VFMADD231PS Y8, Y9, Y3
+	VFMADD231PS Y8, Y10, Y7
+	ADDQ        $0x80, DI
+	ADDQ        $0x40, R9
+	SUBQ        $0x04, R12
+	JMP         pair_quad
+
+pair_single:
+	TESTQ       R12, R12
+	JZ          pair_next
+	LEAQ        (R9)(BX*1), R13
+	VMOVUPS     (DI), Y8
+	VCVTPH2PS   (R9), Y9
+	VCVTPH2PS   (R13), Y10
+	VFMADD231PS Y8, Y9, Y0
+	VFMADD231PS Y8, Y10, Y4
+	ADDQ        $0x20, DI
+	ADDQ        $0x10, R9
+	DECQ        R12
+	JMP         pair_single
+
+pair_next:
+	VADDPS       Y1, Y0, Y0
+	VADDPS       Y3, Y2, Y2
+	VADDPS       Y2, Y0, Y0
+	VADDPS       Y5, Y4, Y4
+	VADDPS       Y7, Y6, Y6
+	VADDPS       Y6, Y4, Y4
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X1
+	VHADDPS      X1, X1, X1
+	VHADDPS      X1, X1, X1
+	VMOVSS       X1, (R10)
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X0, X4, X0
+	VHADDPS      X0, X0, X0
+	VHADDPS      X0, X0, X0
+	VMOVSS       X0, (R10)(CX*1)
+	ADDQ         $0x04, R10
+	DECQ         R11
+	JNZ          pair_head
+	ADDQ         CX, AX
+	ADDQ         BX, DX
+	ADDQ         CX, AX
+	ADDQ         BX, DX
+	SUBQ         $0x02, SI
+	JMP          pair
+
+pair_end:
+	TESTQ SI, SI
+	JZ    done
+
+	// The last key, if nk is odd.
 key:
 	XORQ    DI, DI
 	MOVQ    ahead+64(FP), R8
@@ -20746,6 +20950,8 @@ sum:
 	ADDQ         BX, DX
 	DECQ         SI
 	JNZ          key
+
+done:
 	VZEROUPPER
 	RET
 
@@ -20973,6 +21179,116 @@ TEXT ·HeadScoresBF16AVX2(SB), NOSPLIT, $0-80
 	MOVQ    nk+40(FP), SI
 	VMOVUPS constsAVX2<>+1024(SB), Y0
 
+pair:
+	CMPQ    SI, $0x02
+	JLT     pair_end
+	XORQ    DI, DI
+	MOVQ    ahead+64(FP), R8
+	SUBQ    $0x02, pfn+72(FP)
+	CMOVQLT DI, R8
+	MOVQ    q+16(FP), DI
+	MOVQ    heads+48(FP), R11
+	MOVQ    DX, R9
+	MOVQ    AX, R10
+
+pair_head:
+	VPXOR Y0, Y0, Y0
+	VPXOR Y0, Y0, Y1
+	VPXOR Y0, Y0, Y2
+	VPXOR Y0, Y0, Y3
+	VPXOR Y0, Y0, Y4
+	VPXOR Y0, Y0, Y5
+	VPXOR Y0, Y0, Y6
+	VPXOR Y0, Y0, Y7
+	MOVQ  nvec+56(FP), R12
+
+pair_quad:
+	CMPQ        R12, $0x04
+	JLT         pair_single
+	LEAQ        (R9)(BX*1), R13
+	PREFETCHT1  (R9)(R8*1)
+	PREFETCHT1  (R13)(R8*1)
+	VMOVUPS     (DI), Y8
+	VPMOVZXWD   (R9), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VPMOVZXWD   (R13), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y8, Y9, Y0
+	VFMADD231PS Y8, Y10, Y4
+	VMOVUPS     32(DI), Y8
+	VPMOVZXWD   16(R9), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VPMOVZXWD   16(R13), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y8, Y9, Y1
+	VFMADD231PS Y8, Y10, Y5
+	VMOVUPS     64(DI), Y8
+	VPMOVZXWD   32(R9), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VPMOVZXWD   32(R13), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y8, Y9, Y2
+	VFMADD231PS Y8, Y10, Y6
+	VMOVUPS     96(DI), Y8
+	VPMOVZXWD   48(R9), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VPMOVZXWD   48(R13), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y8, Y9, Y3
+	VFMADD231PS Y8, Y10, Y7
+	ADDQ        $0x80, DI
+	ADDQ        $0x40, R9
+	SUBQ        $0x04, R12
+	JMP         pair_quad
+
+pair_single:
+	TESTQ       R12, R12
+	JZ          pair_next
+	LEAQ        (R9)(BX*1), R13
+	VMOVUPS     (DI), Y8
+	VPMOVZXWD   (R9), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VPMOVZXWD   (R13), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y8, Y9, Y0
+	VFMADD231PS Y8, Y10, Y4
+	ADDQ        $0x20, DI
+	ADDQ        $0x10, R9
+	DECQ        R12
+	JMP         pair_single
+
+pair_next:
+	VADDPS       Y1, Y0, Y0
+	VADDPS       Y3, Y2, Y2
+	VADDPS       Y2, Y0, Y0
+	VADDPS       Y5, Y4, Y4
+	VADDPS       Y7, Y6, Y6
+	VADDPS       Y6, Y4, Y4
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X1
+	VHADDPS      X1, X1, X1
+	VHADDPS      X1, X1, X1
+	VMOVSS       X1, (R10)
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X0, X4, X0
+	VHADDPS      X0, X0, X0
+	VHADDPS      X0, X0, X0
+	VMOVSS       X0, (R10)(CX*1)
+	ADDQ         $0x04, R10
+	DECQ         R11
+	JNZ          pair_head
+	ADDQ         CX, AX
+	ADDQ         BX, DX
+	ADDQ         CX, AX
+	ADDQ         BX, DX
+	SUBQ         $0x02, SI
+	JMP          pair
+
+pair_end:
+	TESTQ SI, SI
+	JZ    done
+
+	// The last key, if nk is odd.
 key:
 	XORQ    DI, DI
 	MOVQ    ahead+64(FP), R8
@@ -21038,6 +21354,8 @@ sum:
 	ADDQ         BX, DX
 	DECQ         SI
 	JNZ          key
+
+done:
 	VZEROUPPER
 	RET
 

@@ -216,3 +216,37 @@ func TestHeadAhead(t *testing.T) {
 		}
 	}
 }
+
+// TestHeadScoresKeyOrder checks that HeadScores gives each key the same
+// bits whether it runs in a pair of keys or alone (a call of one key),
+// on every set with the kernels and every float type: a row's sums do
+// not depend on which keys share its pass.
+func TestHeadScoresKeyOrder(t *testing.T) {
+	rng := rand.New(rand.NewPCG(21, 5))
+	for _, ks := range Available() {
+		for _, typ := range []KVType{fallback.KVFloat32, fallback.KVFloat16, fallback.KVBFloat16} {
+			const heads, d, nk = 5, 72, 7 // nine vectors a row: two four-vector steps and a single
+			if !ks.HasHeads(typ, d, d) {
+				continue
+			}
+			ld := heads*d + 8
+			k, _, free := headRows(t, rng, typ, nk, heads*d, ld, true)
+			q := make([]float32, heads*d)
+			for i := range q {
+				q[i] = float32(rng.Float64()*2 - 1)
+			}
+			all := make([]float32, nk*heads)
+			ks.HeadScores(all, heads, q, k, nk, heads, d)
+			one := make([]float32, heads)
+			for j := 0; j < nk; j++ {
+				ks.HeadScores(one, heads, q, k.From(j), 1, heads, d)
+				for h, x := range one {
+					if math.Float32bits(x) != math.Float32bits(all[j*heads+h]) {
+						t.Fatalf("%s %v: key %d head %d: %v alone, %v in the call of %d keys", ks.Name, typ, j, h, x, all[j*heads+h], nk)
+					}
+				}
+			}
+			free()
+		}
+	}
+}
