@@ -53,6 +53,7 @@ type Engine struct {
 	// The head dims and widened-weight floats every worker's scratch is
 	// reserved for (reserve); written under mu held for writing.
 	resDk, resDv, resWb atomic.Int64
+	resGemm             atomic.Bool // reserveGemm done
 	resQ8Heads, resQ8Dk atomic.Int64           // reserveQ8's
 	partMu              sync.Mutex             // guards parts
 	parts               [][]float32            // free partial buffers of split decode steps
@@ -187,6 +188,27 @@ func (e *Engine) reserve(dk, dv, wb int) {
 	e.resDk.Store(int64(dk))
 	e.resDv.Store(int64(dv))
 	e.resWb.Store(int64(wb))
+}
+
+// reserveGemm is reserve for a layer's projections: each worker's
+// scratch for a block of C (tile.Workspace.ReserveGemm), so that no
+// projection allocates, made by the first layer call.
+func (e *Engine) reserveGemm() {
+	if e.resGemm.Load() {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed || e.resGemm.Load() {
+		return
+	}
+	if float64(tile.GemmScratchBytes)*float64(len(e.pool.ws)) > float64(memoryLimit) {
+		return // more than the machine has: the workers grow as items need
+	}
+	for i := range e.pool.ws {
+		e.pool.ws[i].ReserveGemm()
+	}
+	e.resGemm.Store(true)
 }
 
 // reserveQ8 is reserve for the int8 mode's split items of kvHeads KV

@@ -243,6 +243,7 @@ func (l *Layer) reserve(o *Options) {
 		wb = tile.WeightBlockFloats(max(l.cfg.DModel, l.cfg.Heads*l.cfg.ValueDim, l.w.q.K), l.w.q.Ld)
 	}
 	l.e.reserve(l.cfg.HeadDim, l.cfg.ValueDim, wb)
+	l.e.reserveGemm()
 }
 
 // usable returns ErrNil for a nil or zero Layer and ErrClosed for one

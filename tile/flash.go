@@ -31,6 +31,7 @@ type Workspace struct {
 	kp       []uint32        // the bfloat16 kernels: a K block rounded, [keys][dk/2] pairs
 	ds       []float32       // the fused decode kernel's scratch
 	wb       []float32       // Gemm: a 16-bit or int8 weight block widened, [depth][cols]
+	cb       []float32       // Gemm: an item's block of C where C's rows alias (gemmScratchPad)
 	slope    []float32       // ALiBi: each row's slope, [rowsPad] (0 for padding)
 	dist     []float32       // ALiBi: each row's distance to the block's first key
 	at       []int           // ALiBi: each row's key position (i + offset)

@@ -18,6 +18,7 @@ func TestGemmPackedA(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 71))
 	shapes := []struct{ m, n, k, lda int }{
 		{7, 256, 3, 3}, {11, 300, 513, 520}, {73, 257, 1030, 1030}, {150, 256, 600, 601}, {301, 512, 70, 75},
+		{40, 1024, 300, 300}, // C's rows 4 KiB apart: the packed items accumulate C in their scratch
 	}
 	types := []fallback.KVType{fallback.KVFloat32, fallback.KVInt8, fallback.KVInt4, fallback.KVFloat16, fallback.KVBFloat16}
 	for _, ks := range kernels.Available() {
@@ -101,5 +102,50 @@ func TestGemmItemsBeforePackA(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestGemmScratchReserved: where C's rows alias (a multiple of 4 KiB
+// apart) the packed items accumulate their block of C in the worker's
+// scratch; ReserveGemm leaves room for the tallest row block, so a
+// reserved Workspace never grows, and the bits are those of C in place.
+func TestGemmScratchReserved(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 72))
+	const m, n, k = 1400, 1024, 40 // 1,400 rows: more than a packed row block holds
+	for _, ks := range kernels.Available() {
+		if !ks.HasGemmPacked() {
+			continue
+		}
+		w := PackWeights(Matrix{F32: randoms(rng, k*n), RowStride: n, ColStride: 1}, k, n, PanelCols(ks), fallback.KVFloat32)
+		a := randoms(rng, m*k)
+		in := Gemm{A: a, LDA: k, B: w, C: make([]float32, m*n), LDC: n, Bias: randoms(rng, n), M: m}
+		var ws Workspace
+		for it := 0; it < in.Items(); it++ {
+			in.Run(ks, it, &ws)
+		}
+		pg := in
+		pg.C = make([]float32, m*n)
+		var buf PackedA
+		pk := pg.PackA(ks, &buf)
+		var rws Workspace
+		rws.ReserveGemm()
+		held := cap(rws.cb)
+		for it := 0; it < pk.Items(); it++ {
+			pk.Run(ks, it, &rws)
+		}
+		for it := 0; it < pg.Items(); it++ {
+			pg.Run(ks, it, &rws)
+		}
+		if len(rws.cb) == 0 {
+			t.Fatalf("%s: C's aliasing rows did not go through the scratch", ks)
+		}
+		if cap(rws.cb) != held || held == 0 {
+			t.Fatalf("%s: the C scratch grew from %d to %d floats", ks, held, cap(rws.cb))
+		}
+		for i := range pg.C {
+			if pg.C[i] != in.C[i] {
+				t.Fatalf("%s: c[%d][%d] = %v through the scratch, %v in place", ks, i/n, i%n, pg.C[i], in.C[i])
+			}
+		}
 	}
 }

@@ -81,7 +81,7 @@ func reserveAny[T any](buf []T, n int) []T {
 func (ws *Workspace) Bytes() int {
 	n := 4 * (cap(ws.qt) + cap(ws.s) + cap(ws.o) + cap(ws.m) + cap(ws.l) + cap(ws.al) + cap(ws.qr) +
 		cap(ws.zeros) + cap(ws.probe) + cap(ws.kb) + cap(ws.vb) + cap(ws.ds) + cap(ws.wb) +
-		cap(ws.slope) + cap(ws.dist) + cap(ws.alibi) + cap(ws.ab) + cap(ws.ap) + cap(ws.qp) + cap(ws.pp) + cap(ws.vp) + cap(ws.kp) + cap(ws.pt) + cap(ws.ot))
+		cap(ws.slope) + cap(ws.dist) + cap(ws.alibi) + cap(ws.ab) + cap(ws.ap) + cap(ws.qp) + cap(ws.pp) + cap(ws.vp) + cap(ws.kp) + cap(ws.pt) + cap(ws.ot) + cap(ws.cb))
 	n += cap(ws.quads.Q) + 4*(cap(ws.quads.S)+cap(ws.quads.C)) + cap(ws.kq8) + cap(ws.k8)
 	return n + cap(ws.masked) + 8*cap(ws.at) + 8*cap(ws.acc) + 2*cap(ws.h16) + ws.headBytes()
 }

@@ -263,7 +263,7 @@ func narrow(x float32, t fallback.KVType) uint16 {
 // rows (a decode step's) go to GemvI8 and GemvI4, which scale block sums
 // rather than weights, on every set. Int4 panels of larger items are
 // widened.
-func (g *Gemm) gemmPanel(ks *kernels.Set, ws *Workspace, c, a []float32, lda, panel, k0, kc, mc, nw int, accumulate, packed bool) {
+func (g *Gemm) gemmPanel(ks *kernels.Set, ws *Workspace, c []float32, ldc int, a []float32, lda, panel, k0, kc, mc, nw int, accumulate, packed bool) {
 	b := g.B.rows(panel, k0)
 	gemm := ks.Gemm
 	if packed { // a is a slab of PackA's, read by Gemm's packed twin
@@ -271,20 +271,20 @@ func (g *Gemm) gemmPanel(ks *kernels.Set, ws *Workspace, c, a []float32, lda, pa
 	}
 	switch {
 	case b.Type == fallback.KVFloat32:
-		gemm(c, g.LDC, a, lda, b.F32, b.Ld, mc, nw, kc, accumulate)
+		gemm(c, ldc, a, lda, b.F32, b.Ld, mc, nw, kc, accumulate)
 	case b.Type == fallback.KVInt8 && mc <= gemvRows:
-		ks.GemvI8(c, g.LDC, a, lda, b, mc, nw, kc, accumulate)
+		ks.GemvI8(c, ldc, a, lda, b, mc, nw, kc, accumulate)
 	case b.Type == fallback.KVInt4 && mc <= gemvRows:
-		ks.GemvI4(c, g.LDC, a, lda, b, mc, nw, kc, accumulate)
+		ks.GemvI4(c, ldc, a, lda, b, mc, nw, kc, accumulate)
 	case ks.HasGemmW(b.Type) && (b.P == nil || ks.PairsWeights()):
 		if packed {
-			ks.GemmWPacked(c, g.LDC, a, lda, b, mc, nw, kc, accumulate)
+			ks.GemmWPacked(c, ldc, a, lda, b, mc, nw, kc, accumulate)
 			break
 		}
-		ks.GemmW(c, g.LDC, a, lda, b, mc, nw, kc, accumulate)
+		ks.GemmW(c, ldc, a, lda, b, mc, nw, kc, accumulate)
 	default:
 		ws.wb = grow(ws.wb, kc*b.Ld)
 		ks.WidenWeights(ws.wb, b.Ld, b, kc, nw)
-		gemm(c, g.LDC, a, lda, ws.wb, b.Ld, mc, nw, kc, accumulate)
+		gemm(c, ldc, a, lda, ws.wb, b.Ld, mc, nw, kc, accumulate)
 	}
 }
