@@ -53,7 +53,7 @@ type Engine struct {
 	// The head dims and widened-weight floats every worker's scratch is
 	// reserved for (reserve); written under mu held for writing.
 	resDk, resDv, resWb atomic.Int64
-	resGemm             atomic.Bool // reserveGemm done
+	resGemm             atomic.Bool            // reserveGemm done
 	resQ8Heads, resQ8Dk atomic.Int64           // reserveQ8's
 	partMu              sync.Mutex             // guards parts
 	parts               [][]float32            // free partial buffers of split decode steps
