@@ -77,11 +77,11 @@ func (g *Gemm) rowBlocks() (blocks, unit int) {
 	if g.onTiles() {
 		return ceilDiv(m, gemmRowsTiles), gemmTileRows
 	}
-	block := gemmABlock
+	block, depth := gemmABlock, gemmDepth(max(g.B.Ld, 1))
 	if g.pa != nil {
-		block *= gemmPackedRowsMul
+		block, depth = block*gemmPackedRowsMul, gemmPackedDepth
 	}
-	most := max(gemmRowsMin, block/gemmDepth(max(g.B.Ld, 1))/6*6)
+	most := max(gemmRowsMin, block/depth/6*6)
 	return max(ceilDiv(m, most), min(ceilDiv(m, gemmRowsMin), ceilDiv(gemmItems, max(g.colBlocks(), 1)))), 6
 }
 
@@ -129,6 +129,16 @@ const gemvRows = 6
 func gemmDepth(cols int) int {
 	return min(512, max(256, 8192/cols))
 }
+
+// gemmPackedDepth is the K step of an item whose A is packed (PackA's
+// slabs): 512 whatever the panels. With C accumulated in the scratch
+// where its rows alias (gemmScratchPad), 64-column panels ran the GEMM row
+// 512×4096×4096 at 111.6–112.4 GFLOP/s against 110.6–111.9 at 256, and
+// M = 2048 at 111.7–112.4 against 110.3–111.7 (Zen 4, one thread, 11
+// alternated rounds in one process, medians of two runs each); row
+// blocks cut to 288 rows at that depth (B read twice for M = 512) ran
+// 111.3–111.8.
+const gemmPackedDepth = 512
 
 // PackB returns b, [k][n] row-major float32, packed for Gemm in panels
 // of cols columns (PackWeights of the [in][out] layout).
@@ -258,7 +268,7 @@ func (g *Gemm) Run(ks *kernels.Set, n int, ws *Workspace) {
 	n0 := n % blocks * width
 	nc := min(width, g.B.N-n0)
 	c, ldc := g.C[m0*g.LDC+n0:], g.LDC
-	packed := g.pa != nil && mc > gemvRows // slabs of depth columns (PackA)
+	packed := g.pa != nil && mc > gemvRows // slabs of gemmPackedDepth columns (PackA)
 	scratch := packed && !g.tiles(ks) && !g.dots(ks) && g.LDC*4%aliasBytes == 0
 	if scratch { // the block of C in the worker's scratch, copied out at the end
 		ldc = nc + gemmScratchPad
@@ -274,8 +284,11 @@ func (g *Gemm) Run(ks *kernels.Set, n int, ws *Workspace) {
 
 	cols := g.B.Ld
 	depth := gemmDepth(cols)
-	if g.tiles(ks) {
+	switch {
+	case g.tiles(ks):
 		depth = gemmDepthTiles
+	case packed:
+		depth = gemmPackedDepth
 	}
 	if mc <= gemvRows {
 		depth = g.B.K
@@ -327,9 +340,9 @@ func (g *Gemm) Run(ks *kernels.Set, n int, ws *Workspace) {
 const gemmScratchPad = 16
 
 // gemmScratchFloats bounds an item's C scratch: its tallest row block on
-// packed A (gemmABlock·gemmPackedRowsMul floats of A at the shallowest
-// depth step, 256) by gemmCols padded columns.
-const gemmScratchFloats = gemmABlock * gemmPackedRowsMul / 256 * (gemmCols + gemmScratchPad)
+// packed A (gemmABlock·gemmPackedRowsMul floats of A a depth step) by
+// gemmCols padded columns.
+const gemmScratchFloats = gemmABlock * gemmPackedRowsMul / gemmPackedDepth * (gemmCols + gemmScratchPad)
 
 // ReserveGemm grows ws to the most any Gemm item asks of its scratch for
 // C (gemmScratchFloats), so that a layer's projections never allocate on

@@ -6,7 +6,7 @@ import (
 )
 
 // A Gemm whose items run GemmPacked reads A from a copy packed once for
-// all of them (PackA), in slabs of an item's depth step (gemmDepth): the
+// all of them (PackA), in slabs of an item's depth step (gemmPackedDepth): the
 // slab of columns k0.. holds every row, kernels.PackA's tiles at a row
 // stride of the slab's width, so an item's depth step reads its rows'
 // tiles as one contiguous run. Read in place, a 6-row tile's rows lie lda
@@ -62,7 +62,7 @@ func (g *Gemm) PackA(ks *kernels.Set, buf *PackedA) APack {
 	}
 	buf.buf = grow(buf.buf, g.M*g.B.K)
 	g.pa = buf.buf
-	return APack{A: g.A, LDA: g.LDA, M: g.M, K: g.B.K, Depth: gemmDepth(g.B.Ld), Dst: g.pa}
+	return APack{A: g.A, LDA: g.LDA, M: g.M, K: g.B.K, Depth: gemmPackedDepth, Dst: g.pa}
 }
 
 // APack is the work of packing a Gemm's A (Gemm.PackA): Dst takes the
