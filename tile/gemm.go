@@ -11,9 +11,10 @@ import (
 // panel linearly whatever N is. An item computes a block of C of up to
 // gemmCols columns (a multiple of every panel width) and a row block
 // (rowSpan: whole 6-row tiles of the kernels, but M's last), walking K in
-// steps of gemmDepth(cols): the A rows it broadcasts (rows·depth floats,
-// read in place) stay in L2 and the B panel block (depth·cols floats) in
-// L1 or L2 while the kernel sweeps it once per 6-row group.
+// steps of gemmDepth(cols) (gemmPackedDepth on packed A): the A rows it
+// broadcasts (rows·depth floats) stay in L2 and the B panel block
+// (depth·cols floats) in L1 or L2 while the kernel sweeps it once per
+// 6-row group.
 const (
 	gemmCols = 128
 	// gemmABlock is the most floats of A an item's depth step reads (288
@@ -343,11 +344,6 @@ const gemmScratchPad = 16
 // packed A (gemmABlock·gemmPackedRowsMul floats of A a depth step) by
 // gemmCols padded columns.
 const gemmScratchFloats = gemmABlock * gemmPackedRowsMul / gemmPackedDepth * (gemmCols + gemmScratchPad)
-
-// ReserveGemm grows ws to the most any Gemm item asks of its scratch for
-// C (gemmScratchFloats), so that a layer's projections never allocate on
-// it. It keeps what ws holds and never shrinks it.
-func (ws *Workspace) ReserveGemm() { ws.cb = reserve(ws.cb, gemmScratchFloats) }
 
 // GemmScratchBytes is the memory ReserveGemm adds to a Workspace at most.
 const GemmScratchBytes = 4 * gemmScratchFloats

@@ -59,6 +59,11 @@ func (ws *Workspace) Reserve(ks *kernels.Set, dk, dv, wbFloats int) {
 	}
 }
 
+// ReserveGemm grows ws to the most any Gemm item asks of its scratch for
+// C (gemmScratchFloats), so that a layer's projections never allocate on
+// it. It keeps what ws holds and never shrinks it.
+func (ws *Workspace) ReserveGemm() { ws.cb = reserve(ws.cb, gemmScratchFloats) }
+
 // WeightBlockFloats is the most floats a Gemm item over k input rows of
 // panels cols wide widens at once (the depth step, or all k rows for a
 // decode step's GEMV), for Workspace.Reserve.

@@ -47,7 +47,7 @@ func (g *gen) headPrefetch(n int) reg.GPVirtual {
 	return off
 }
 
-// prefetchLines emits PREFETCHT1 at every 64 bytes of n bytes from m
+// prefetchStep emits PREFETCHT1 at every 64 bytes of n bytes from m
 // (whole lines of a step's loads).
 func (g *gen) prefetchStep(m operand.Mem, n int) {
 	for l := 0; l < n; l += 64 {
