@@ -270,7 +270,9 @@ func (g *Gemm) Run(ks *kernels.Set, n int, ws *Workspace) {
 	nc := min(width, g.B.N-n0)
 	c, ldc := g.C[m0*g.LDC+n0:], g.LDC
 	packed := g.pa != nil && mc > gemvRows // slabs of gemmPackedDepth columns (PackA)
-	scratch := packed && !g.tiles(ks) && !g.dots(ks) && g.LDC*4%aliasBytes == 0
+	// Packed items run the float32 kernels (PackA packs nothing for the
+	// bfloat16 mode's tiles and dots).
+	scratch := packed && g.LDC*4%aliasBytes == 0
 	if scratch { // the block of C in the worker's scratch, copied out at the end
 		ldc = nc + gemmScratchPad
 		ws.cb = grow(ws.cb, mc*ldc)
