@@ -245,7 +245,7 @@ func DotAVX2(s *float32, lds int, k *float32, ldk int, q *float32, ldq int, rows
 //
 // with nk, heads, nvec >= 1, strides in elements: key j's rows of the
 // heads side by side, read in address order, keys two a pass (each q
-// vector loaded once for both). Four accumulators a key take vectors
+// vector loaded once for them). Four accumulators a key take vectors
 // 4i..4i+3 of a row (the rest go to the first), summed as
 // (a0+a1)+(a2+a3), then across lanes. Keys j < pfn prefetch the lines
 // ahead bytes on from those they load.
@@ -278,7 +278,7 @@ func HeadPVF32AVX2(o *float32, ldo int, p *float32, ldp int, v *float32, ldv int
 //
 // with nk, heads, nvec >= 1, strides in elements: key j's rows of the
 // heads side by side, read in address order, keys two a pass (each q
-// vector loaded once for both). Four accumulators a key take vectors
+// vector loaded once for them). Four accumulators a key take vectors
 // 4i..4i+3 of a row (the rest go to the first), summed as
 // (a0+a1)+(a2+a3), then across lanes. Keys j < pfn prefetch the lines
 // ahead bytes on from those they load.
@@ -311,7 +311,7 @@ func HeadPVF16AVX2(o *float32, ldo int, p *float32, ldp int, v *uint16, ldv int,
 //
 // with nk, heads, nvec >= 1, strides in elements: key j's rows of the
 // heads side by side, read in address order, keys two a pass (each q
-// vector loaded once for both). Four accumulators a key take vectors
+// vector loaded once for them). Four accumulators a key take vectors
 // 4i..4i+3 of a row (the rest go to the first), summed as
 // (a0+a1)+(a2+a3), then across lanes. Keys j < pfn prefetch the lines
 // ahead bytes on from those they load.

@@ -20445,8 +20445,8 @@ pair_quad:
 	VMOVUPS     96(R13), Y10
 	VFMADD231PS Y8, Y9, Y3
 	VFMADD231PS Y8, Y10, Y7
-	ADDQ        $0x80, DI
-	ADDQ        $0x80, R9
+	ADDQ        $0x00000080, DI
+	ADDQ        $0x00000080, R9
 	SUBQ        $0x04, R12
 	JMP         pair_quad
 
@@ -20459,8 +20459,8 @@ pair_single:
 	VMOVUPS     (R13), Y10
 	VFMADD231PS Y8, Y9, Y0
 	VFMADD231PS Y8, Y10, Y4
-	ADDQ        $0x20, DI
-	ADDQ        $0x20, R9
+	ADDQ        $0x00000020, DI
+	ADDQ        $0x00000020, R9
 	DECQ        R12
 	JMP         pair_single
 
@@ -20526,8 +20526,8 @@ quad:
 	VFMADD231PS 64(DI), Y4, Y2
 	VMOVUPS     96(R9), Y4
 	VFMADD231PS 96(DI), Y4, Y3
-	ADDQ        $0x80, DI
-	ADDQ        $0x80, R9
+	ADDQ        $0x00000080, DI
+	ADDQ        $0x00000080, R9
 	SUBQ        $0x04, R12
 	JMP         quad
 
@@ -20672,10 +20672,10 @@ block_quad:
 	VMOVUPS     Y5, 32(R11)
 	VMOVUPS     Y6, 64(R11)
 	VMOVUPS     Y7, 96(R11)
-	ADDQ        $0x80, R11
-	ADDQ        $0x80, R10
-	ADDQ        $0x80, R13
-	ADDQ        $0x80, R14
+	ADDQ        $0x00000080, R11
+	ADDQ        $0x00000080, R10
+	ADDQ        $0x00000080, R13
+	ADDQ        $0x00000080, R14
 	SUBQ        $0x04, R15
 	JMP         block_quad
 
@@ -20692,10 +20692,10 @@ block_single:
 	VMOVUPS     (R13)(DI*1), Y5
 	VFMADD231PS Y5, Y3, Y4
 	VMOVUPS     Y4, (R11)
-	ADDQ        $0x20, R11
-	ADDQ        $0x20, R10
-	ADDQ        $0x20, R13
-	ADDQ        $0x20, R14
+	ADDQ        $0x00000020, R11
+	ADDQ        $0x00000020, R10
+	ADDQ        $0x00000020, R13
+	ADDQ        $0x00000020, R14
 	DECQ        R15
 	JMP         block_single
 
@@ -20747,8 +20747,8 @@ key_quad:
 	VMOVUPS     Y2, 32(R11)
 	VMOVUPS     Y3, 64(R11)
 	VMOVUPS     Y4, 96(R11)
-	ADDQ        $0x80, R11
-	ADDQ        $0x80, R10
+	ADDQ        $0x00000080, R11
+	ADDQ        $0x00000080, R10
 	SUBQ        $0x04, R13
 	JMP         key_quad
 
@@ -20759,8 +20759,8 @@ key_single:
 	VMOVUPS     (R10), Y2
 	VFMADD231PS Y2, Y0, Y1
 	VMOVUPS     Y1, (R11)
-	ADDQ        $0x20, R11
-	ADDQ        $0x20, R10
+	ADDQ        $0x00000020, R11
+	ADDQ        $0x00000020, R10
 	DECQ        R13
 	JMP         key_single
 
@@ -20839,8 +20839,8 @@ pair_quad:
 	VCVTPH2PS   48(R13), Y10
 	VFMADD231PS Y8, Y9, Y3
 	VFMADD231PS Y8, Y10, Y7
-	ADDQ        $0x80, DI
-	ADDQ        $0x40, R9
+	ADDQ        $0x00000080, DI
+	ADDQ        $0x00000040, R9
 	SUBQ        $0x04, R12
 	JMP         pair_quad
 
@@ -20853,8 +20853,8 @@ pair_single:
 	VCVTPH2PS   (R13), Y10
 	VFMADD231PS Y8, Y9, Y0
 	VFMADD231PS Y8, Y10, Y4
-	ADDQ        $0x20, DI
-	ADDQ        $0x10, R9
+	ADDQ        $0x00000020, DI
+	ADDQ        $0x00000010, R9
 	DECQ        R12
 	JMP         pair_single
 
@@ -20919,8 +20919,8 @@ quad:
 	VFMADD231PS 64(DI), Y4, Y2
 	VCVTPH2PS   48(R9), Y4
 	VFMADD231PS 96(DI), Y4, Y3
-	ADDQ        $0x80, DI
-	ADDQ        $0x40, R9
+	ADDQ        $0x00000080, DI
+	ADDQ        $0x00000040, R9
 	SUBQ        $0x04, R12
 	JMP         quad
 
@@ -21061,10 +21061,10 @@ block_quad:
 	VMOVUPS     Y5, 32(R11)
 	VMOVUPS     Y6, 64(R11)
 	VMOVUPS     Y7, 96(R11)
-	ADDQ        $0x80, R11
-	ADDQ        $0x40, R10
-	ADDQ        $0x40, R13
-	ADDQ        $0x40, R14
+	ADDQ        $0x00000080, R11
+	ADDQ        $0x00000040, R10
+	ADDQ        $0x00000040, R13
+	ADDQ        $0x00000040, R14
 	SUBQ        $0x04, R15
 	JMP         block_quad
 
@@ -21081,10 +21081,10 @@ block_single:
 	VCVTPH2PS   (R13)(DI*1), Y5
 	VFMADD231PS Y5, Y3, Y4
 	VMOVUPS     Y4, (R11)
-	ADDQ        $0x20, R11
-	ADDQ        $0x10, R10
-	ADDQ        $0x10, R13
-	ADDQ        $0x10, R14
+	ADDQ        $0x00000020, R11
+	ADDQ        $0x00000010, R10
+	ADDQ        $0x00000010, R13
+	ADDQ        $0x00000010, R14
 	DECQ        R15
 	JMP         block_single
 
@@ -21136,8 +21136,8 @@ key_quad:
 	VMOVUPS     Y2, 32(R11)
 	VMOVUPS     Y3, 64(R11)
 	VMOVUPS     Y4, 96(R11)
-	ADDQ        $0x80, R11
-	ADDQ        $0x40, R10
+	ADDQ        $0x00000080, R11
+	ADDQ        $0x00000040, R10
 	SUBQ        $0x04, R13
 	JMP         key_quad
 
@@ -21148,8 +21148,8 @@ key_single:
 	VCVTPH2PS   (R10), Y2
 	VFMADD231PS Y2, Y0, Y1
 	VMOVUPS     Y1, (R11)
-	ADDQ        $0x20, R11
-	ADDQ        $0x10, R10
+	ADDQ        $0x00000020, R11
+	ADDQ        $0x00000010, R10
 	DECQ        R13
 	JMP         key_single
 
@@ -21236,8 +21236,8 @@ pair_quad:
 	VPSLLD      $0x10, Y10, Y10
 	VFMADD231PS Y8, Y9, Y3
 	VFMADD231PS Y8, Y10, Y7
-	ADDQ        $0x80, DI
-	ADDQ        $0x40, R9
+	ADDQ        $0x00000080, DI
+	ADDQ        $0x00000040, R9
 	SUBQ        $0x04, R12
 	JMP         pair_quad
 
@@ -21252,8 +21252,8 @@ pair_single:
 	VPSLLD      $0x10, Y10, Y10
 	VFMADD231PS Y8, Y9, Y0
 	VFMADD231PS Y8, Y10, Y4
-	ADDQ        $0x20, DI
-	ADDQ        $0x10, R9
+	ADDQ        $0x00000020, DI
+	ADDQ        $0x00000010, R9
 	DECQ        R12
 	JMP         pair_single
 
@@ -21322,8 +21322,8 @@ quad:
 	VPMOVZXWD   48(R9), Y4
 	VPSLLD      $0x10, Y4, Y4
 	VFMADD231PS 96(DI), Y4, Y3
-	ADDQ        $0x80, DI
-	ADDQ        $0x40, R9
+	ADDQ        $0x00000080, DI
+	ADDQ        $0x00000040, R9
 	SUBQ        $0x04, R12
 	JMP         quad
 
@@ -21481,10 +21481,10 @@ block_quad:
 	VMOVUPS     Y5, 32(R11)
 	VMOVUPS     Y6, 64(R11)
 	VMOVUPS     Y7, 96(R11)
-	ADDQ        $0x80, R11
-	ADDQ        $0x40, R10
-	ADDQ        $0x40, R13
-	ADDQ        $0x40, R14
+	ADDQ        $0x00000080, R11
+	ADDQ        $0x00000040, R10
+	ADDQ        $0x00000040, R13
+	ADDQ        $0x00000040, R14
 	SUBQ        $0x04, R15
 	JMP         block_quad
 
@@ -21505,10 +21505,10 @@ block_single:
 	VPSLLD      $0x10, Y5, Y5
 	VFMADD231PS Y5, Y3, Y4
 	VMOVUPS     Y4, (R11)
-	ADDQ        $0x20, R11
-	ADDQ        $0x10, R10
-	ADDQ        $0x10, R13
-	ADDQ        $0x10, R14
+	ADDQ        $0x00000020, R11
+	ADDQ        $0x00000010, R10
+	ADDQ        $0x00000010, R13
+	ADDQ        $0x00000010, R14
 	DECQ        R15
 	JMP         block_single
 
@@ -21564,8 +21564,8 @@ key_quad:
 	VMOVUPS     Y2, 32(R11)
 	VMOVUPS     Y3, 64(R11)
 	VMOVUPS     Y4, 96(R11)
-	ADDQ        $0x80, R11
-	ADDQ        $0x40, R10
+	ADDQ        $0x00000080, R11
+	ADDQ        $0x00000040, R10
 	SUBQ        $0x04, R13
 	JMP         key_quad
 
@@ -21577,8 +21577,8 @@ key_single:
 	VPSLLD      $0x10, Y2, Y2
 	VFMADD231PS Y2, Y0, Y1
 	VMOVUPS     Y1, (R11)
-	ADDQ        $0x20, R11
-	ADDQ        $0x10, R10
+	ADDQ        $0x00000020, R11
+	ADDQ        $0x00000010, R10
 	DECQ        R13
 	JMP         key_single
 

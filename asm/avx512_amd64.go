@@ -237,6 +237,39 @@ func Transpose32AVX512(dst *uint32, ldd int, src *uint32, lds int, nr int, nc in
 //go:noescape
 func DotAVX512(s *float32, lds int, k *float32, ldk int, q *float32, ldq int, rows int, nk int, nvec int, tail int)
 
+// HeadScoresF32AVX512 is
+//
+//	for j := 0; j < nk; j++ {
+//		for h := 0; h < heads; h++ {
+//			s[j*lds+h] = Σ_{d<nvec*lanes} q[h*nvec*lanes+d] · widen(k[j*ldk+h*nvec*lanes+d])
+//
+// with nk, heads, nvec >= 1, strides in elements: key j's rows of the
+// heads side by side, read in address order, keys four, then two, a pass (each q
+// vector loaded once for them). Four accumulators a key take vectors
+// 4i..4i+3 of a row (the rest go to the first), summed as
+// (a0+a1)+(a2+a3), then across lanes. Keys j < pfn prefetch the lines
+// ahead bytes on from those they load.
+//
+//go:noescape
+func HeadScoresF32AVX512(s *float32, lds int, q *float32, k *float32, ldk int, nk int, heads int, nvec int, ahead int, pfn int)
+
+// HeadPVF32AVX512 is
+//
+//	for h := 0; h < heads; h++ {
+//		o[h*ldo+d] *= alpha[h]                       for d < nvec*lanes
+//	for j := 0; j < nk; j++ {
+//		for h := 0; h < heads; h++ {
+//			o[h*ldo+d] += p[j*ldp+h] · widen(v[j*ldv+h*nvec*lanes+d])   for d < nvec*lanes
+//
+// with nk, heads, nvec >= 1, strides in elements: one multiply and one
+// FMA an element, key j's rows of the heads read in address order; keys in blocks of 4,
+// each output vector held in a register across a block's keys. Blocks
+// whose keys are all below pfn prefetch the lines ahead bytes on from
+// those they load.
+//
+//go:noescape
+func HeadPVF32AVX512(o *float32, ldo int, p *float32, ldp int, v *float32, ldv int, alpha *float32, nk int, heads int, nvec int, ahead int, pfn int)
+
 // DecodeF32AVX512 is
 //
 //	for each block of lanes keys c, for r := 0; r < rows; r++ {

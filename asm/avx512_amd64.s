@@ -46443,6 +46443,605 @@ rows1_masked_done:
 	VZEROUPPER
 	RET
 
+// func HeadScoresF32AVX512(s *float32, lds int, q *float32, k *float32, ldk int, nk int, heads int, nvec int, ahead int, pfn int)
+// Requires: AVX, AVX512F, CMOV, MMX+
+TEXT ·HeadScoresF32AVX512(SB), NOSPLIT, $0-80
+	MOVQ    s+0(FP), AX
+	MOVQ    lds+8(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    k+24(FP), DX
+	MOVQ    ldk+32(FP), BX
+	SHLQ    $0x02, BX
+	MOVQ    nk+40(FP), SI
+	VMOVUPS constsAVX512<>+2048(SB), Z0
+
+keys4:
+	CMPQ    SI, $0x04
+	JLT     keys4_end
+	XORQ    DI, DI
+	MOVQ    ahead+64(FP), R8
+	SUBQ    $0x04, pfn+72(FP)
+	CMOVQLT DI, R8
+	MOVQ    q+16(FP), DI
+	MOVQ    heads+48(FP), R11
+	MOVQ    DX, R9
+	MOVQ    AX, R10
+
+keys4_head:
+	VPXORD Z0, Z0, Z1
+	VPXORD Z0, Z0, Z2
+	VPXORD Z0, Z0, Z3
+	VPXORD Z0, Z0, Z4
+	VPXORD Z0, Z0, Z5
+	VPXORD Z0, Z0, Z6
+	VPXORD Z0, Z0, Z7
+	VPXORD Z0, Z0, Z8
+	VPXORD Z0, Z0, Z9
+	VPXORD Z0, Z0, Z10
+	VPXORD Z0, Z0, Z11
+	VPXORD Z0, Z0, Z12
+	VPXORD Z0, Z0, Z13
+	VPXORD Z0, Z0, Z14
+	VPXORD Z0, Z0, Z15
+	VPXORD Z0, Z0, Z16
+	MOVQ   nvec+56(FP), R12
+
+keys4_quad:
+	CMPQ        R12, $0x04
+	JLT         keys4_single
+	LEAQ        (R9)(R8*1), R13
+	PREFETCHT1  (R13)
+	PREFETCHT1  64(R13)
+	PREFETCHT1  128(R13)
+	PREFETCHT1  192(R13)
+	PREFETCHT1  (R13)(BX*1)
+	PREFETCHT1  64(R13)(BX*1)
+	PREFETCHT1  128(R13)(BX*1)
+	PREFETCHT1  192(R13)(BX*1)
+	PREFETCHT1  (R13)(BX*2)
+	PREFETCHT1  64(R13)(BX*2)
+	PREFETCHT1  128(R13)(BX*2)
+	PREFETCHT1  192(R13)(BX*2)
+	LEAQ        (R13)(BX*1), R13
+	PREFETCHT1  (R13)(BX*2)
+	PREFETCHT1  64(R13)(BX*2)
+	PREFETCHT1  128(R13)(BX*2)
+	PREFETCHT1  192(R13)(BX*2)
+	LEAQ        (R9)(BX*1), R13
+	VMOVUPS     (DI), Z17
+	VMOVUPS     (R9), Z18
+	VMOVUPS     (R13), Z19
+	VMOVUPS     (R9)(BX*2), Z20
+	VMOVUPS     (R13)(BX*2), Z21
+	VFMADD231PS Z17, Z18, Z1
+	VFMADD231PS Z17, Z19, Z5
+	VFMADD231PS Z17, Z20, Z9
+	VFMADD231PS Z17, Z21, Z13
+	VMOVUPS     64(DI), Z17
+	VMOVUPS     64(R9), Z18
+	VMOVUPS     64(R13), Z19
+	VMOVUPS     64(R9)(BX*2), Z20
+	VMOVUPS     64(R13)(BX*2), Z21
+	VFMADD231PS Z17, Z18, Z2
+	VFMADD231PS Z17, Z19, Z6
+	VFMADD231PS Z17, Z20, Z10
+	VFMADD231PS Z17, Z21, Z14
+	VMOVUPS     128(DI), Z17
+	VMOVUPS     128(R9), Z18
+	VMOVUPS     128(R13), Z19
+	VMOVUPS     128(R9)(BX*2), Z20
+	VMOVUPS     128(R13)(BX*2), Z21
+	VFMADD231PS Z17, Z18, Z3
+	VFMADD231PS Z17, Z19, Z7
+	VFMADD231PS Z17, Z20, Z11
+	VFMADD231PS Z17, Z21, Z15
+	VMOVUPS     192(DI), Z17
+	VMOVUPS     192(R9), Z18
+	VMOVUPS     192(R13), Z19
+	VMOVUPS     192(R9)(BX*2), Z20
+	VMOVUPS     192(R13)(BX*2), Z21
+	VFMADD231PS Z17, Z18, Z4
+	VFMADD231PS Z17, Z19, Z8
+	VFMADD231PS Z17, Z20, Z12
+	VFMADD231PS Z17, Z21, Z16
+	ADDQ        $0x00000100, DI
+	ADDQ        $0x00000100, R9
+	SUBQ        $0x04, R12
+	JMP         keys4_quad
+
+keys4_single:
+	TESTQ       R12, R12
+	JZ          keys4_next
+	LEAQ        (R9)(BX*1), R13
+	VMOVUPS     (DI), Z17
+	VMOVUPS     (R9), Z18
+	VMOVUPS     (R13), Z19
+	VMOVUPS     (R9)(BX*2), Z20
+	VMOVUPS     (R13)(BX*2), Z21
+	VFMADD231PS Z17, Z18, Z1
+	VFMADD231PS Z17, Z19, Z5
+	VFMADD231PS Z17, Z20, Z9
+	VFMADD231PS Z17, Z21, Z13
+	ADDQ        $0x00000040, DI
+	ADDQ        $0x00000040, R9
+	DECQ        R12
+	JMP         keys4_single
+
+keys4_next:
+	VADDPS     Z2, Z1, Z1
+	VADDPS     Z4, Z3, Z3
+	VADDPS     Z3, Z1, Z1
+	VADDPS     Z6, Z5, Z5
+	VADDPS     Z8, Z7, Z7
+	VADDPS     Z7, Z5, Z5
+	VADDPS     Z10, Z9, Z9
+	VADDPS     Z12, Z11, Z11
+	VADDPS     Z11, Z9, Z9
+	VADDPS     Z14, Z13, Z13
+	VADDPS     Z16, Z15, Z15
+	VADDPS     Z15, Z13, Z13
+	VSHUFF32X4 $0x4e, Z1, Z1, Z2
+	VADDPS     Z2, Z1, Z1
+	VSHUFF32X4 $0xb1, Z1, Z1, Z2
+	VADDPS     Z2, Z1, Z1
+	VPERMILPS  $0x4e, Z1, Z2
+	VADDPS     Z2, Z1, Z1
+	VPERMILPS  $0xb1, Z1, Z2
+	VADDPS     Z2, Z1, Z1
+	VMOVSS     X1, (R10)
+	VSHUFF32X4 $0x4e, Z5, Z5, Z1
+	VADDPS     Z1, Z5, Z5
+	VSHUFF32X4 $0xb1, Z5, Z5, Z1
+	VADDPS     Z1, Z5, Z5
+	VPERMILPS  $0x4e, Z5, Z1
+	VADDPS     Z1, Z5, Z5
+	VPERMILPS  $0xb1, Z5, Z1
+	VADDPS     Z1, Z5, Z5
+	VMOVSS     X5, (R10)(CX*1)
+	VSHUFF32X4 $0x4e, Z9, Z9, Z1
+	VADDPS     Z1, Z9, Z9
+	VSHUFF32X4 $0xb1, Z9, Z9, Z1
+	VADDPS     Z1, Z9, Z9
+	VPERMILPS  $0x4e, Z9, Z1
+	VADDPS     Z1, Z9, Z9
+	VPERMILPS  $0xb1, Z9, Z1
+	VADDPS     Z1, Z9, Z9
+	VMOVSS     X9, (R10)(CX*2)
+	VSHUFF32X4 $0x4e, Z13, Z13, Z1
+	VADDPS     Z1, Z13, Z13
+	VSHUFF32X4 $0xb1, Z13, Z13, Z1
+	VADDPS     Z1, Z13, Z13
+	VPERMILPS  $0x4e, Z13, Z1
+	VADDPS     Z1, Z13, Z13
+	VPERMILPS  $0xb1, Z13, Z1
+	VADDPS     Z1, Z13, Z13
+	LEAQ       (R10)(CX*1), R12
+	VMOVSS     X13, (R12)(CX*2)
+	ADDQ       $0x04, R10
+	DECQ       R11
+	JNZ        keys4_head
+	ADDQ       CX, AX
+	ADDQ       BX, DX
+	ADDQ       CX, AX
+	ADDQ       BX, DX
+	ADDQ       CX, AX
+	ADDQ       BX, DX
+	ADDQ       CX, AX
+	ADDQ       BX, DX
+	SUBQ       $0x04, SI
+	JMP        keys4
+
+keys4_end:
+pair:
+	CMPQ    SI, $0x02
+	JLT     pair_end
+	XORQ    DI, DI
+	MOVQ    ahead+64(FP), R8
+	SUBQ    $0x02, pfn+72(FP)
+	CMOVQLT DI, R8
+	MOVQ    q+16(FP), DI
+	MOVQ    heads+48(FP), R11
+	MOVQ    DX, R9
+	MOVQ    AX, R10
+
+pair_head:
+	VPXORD Z0, Z0, Z1
+	VPXORD Z0, Z0, Z2
+	VPXORD Z0, Z0, Z3
+	VPXORD Z0, Z0, Z4
+	VPXORD Z0, Z0, Z5
+	VPXORD Z0, Z0, Z6
+	VPXORD Z0, Z0, Z7
+	VPXORD Z0, Z0, Z8
+	MOVQ   nvec+56(FP), R12
+
+pair_quad:
+	CMPQ        R12, $0x04
+	JLT         pair_single
+	LEAQ        (R9)(BX*1), R13
+	PREFETCHT1  (R9)(R8*1)
+	PREFETCHT1  64(R9)(R8*1)
+	PREFETCHT1  128(R9)(R8*1)
+	PREFETCHT1  192(R9)(R8*1)
+	PREFETCHT1  (R13)(R8*1)
+	PREFETCHT1  64(R13)(R8*1)
+	PREFETCHT1  128(R13)(R8*1)
+	PREFETCHT1  192(R13)(R8*1)
+	VMOVUPS     (DI), Z9
+	VMOVUPS     (R9), Z10
+	VMOVUPS     (R13), Z11
+	VFMADD231PS Z9, Z10, Z1
+	VFMADD231PS Z9, Z11, Z5
+	VMOVUPS     64(DI), Z9
+	VMOVUPS     64(R9), Z10
+	VMOVUPS     64(R13), Z11
+	VFMADD231PS Z9, Z10, Z2
+	VFMADD231PS Z9, Z11, Z6
+	VMOVUPS     128(DI), Z9
+	VMOVUPS     128(R9), Z10
+	VMOVUPS     128(R13), Z11
+	VFMADD231PS Z9, Z10, Z3
+	VFMADD231PS Z9, Z11, Z7
+	VMOVUPS     192(DI), Z9
+	VMOVUPS     192(R9), Z10
+	VMOVUPS     192(R13), Z11
+	VFMADD231PS Z9, Z10, Z4
+	VFMADD231PS Z9, Z11, Z8
+	ADDQ        $0x00000100, DI
+	ADDQ        $0x00000100, R9
+	SUBQ        $0x04, R12
+	JMP         pair_quad
+
+pair_single:
+	TESTQ       R12, R12
+	JZ          pair_next
+	LEAQ        (R9)(BX*1), R13
+	VMOVUPS     (DI), Z9
+	VMOVUPS     (R9), Z10
+	VMOVUPS     (R13), Z11
+	VFMADD231PS Z9, Z10, Z1
+	VFMADD231PS Z9, Z11, Z5
+	ADDQ        $0x00000040, DI
+	ADDQ        $0x00000040, R9
+	DECQ        R12
+	JMP         pair_single
+
+pair_next:
+	VADDPS     Z2, Z1, Z1
+	VADDPS     Z4, Z3, Z3
+	VADDPS     Z3, Z1, Z1
+	VADDPS     Z6, Z5, Z5
+	VADDPS     Z8, Z7, Z7
+	VADDPS     Z7, Z5, Z5
+	VSHUFF32X4 $0x4e, Z1, Z1, Z2
+	VADDPS     Z2, Z1, Z1
+	VSHUFF32X4 $0xb1, Z1, Z1, Z2
+	VADDPS     Z2, Z1, Z1
+	VPERMILPS  $0x4e, Z1, Z2
+	VADDPS     Z2, Z1, Z1
+	VPERMILPS  $0xb1, Z1, Z2
+	VADDPS     Z2, Z1, Z1
+	VMOVSS     X1, (R10)
+	VSHUFF32X4 $0x4e, Z5, Z5, Z1
+	VADDPS     Z1, Z5, Z5
+	VSHUFF32X4 $0xb1, Z5, Z5, Z1
+	VADDPS     Z1, Z5, Z5
+	VPERMILPS  $0x4e, Z5, Z1
+	VADDPS     Z1, Z5, Z5
+	VPERMILPS  $0xb1, Z5, Z1
+	VADDPS     Z1, Z5, Z5
+	VMOVSS     X5, (R10)(CX*1)
+	ADDQ       $0x04, R10
+	DECQ       R11
+	JNZ        pair_head
+	ADDQ       CX, AX
+	ADDQ       BX, DX
+	ADDQ       CX, AX
+	ADDQ       BX, DX
+	SUBQ       $0x02, SI
+	JMP        pair
+
+pair_end:
+	TESTQ SI, SI
+	JZ    done
+
+	// The last key, if nk is odd.
+key:
+	XORQ    DI, DI
+	MOVQ    ahead+64(FP), R8
+	SUBQ    $0x01, pfn+72(FP)
+	CMOVQLT DI, R8
+	MOVQ    q+16(FP), DI
+	MOVQ    heads+48(FP), R11
+	MOVQ    DX, R9
+	MOVQ    AX, R10
+
+head:
+	VPXORD Z0, Z0, Z1
+	VPXORD Z0, Z0, Z2
+	VPXORD Z0, Z0, Z3
+	VPXORD Z0, Z0, Z4
+	MOVQ   nvec+56(FP), R12
+
+quad:
+	CMPQ        R12, $0x04
+	JLT         single
+	PREFETCHT1  (R9)(R8*1)
+	PREFETCHT1  64(R9)(R8*1)
+	PREFETCHT1  128(R9)(R8*1)
+	PREFETCHT1  192(R9)(R8*1)
+	VMOVUPS     (R9), Z5
+	VFMADD231PS (DI), Z5, Z1
+	VMOVUPS     64(R9), Z5
+	VFMADD231PS 64(DI), Z5, Z2
+	VMOVUPS     128(R9), Z5
+	VFMADD231PS 128(DI), Z5, Z3
+	VMOVUPS     192(R9), Z5
+	VFMADD231PS 192(DI), Z5, Z4
+	ADDQ        $0x00000100, DI
+	ADDQ        $0x00000100, R9
+	SUBQ        $0x04, R12
+	JMP         quad
+
+single:
+	TESTQ       R12, R12
+	JZ          sum
+	VMOVUPS     (R9), Z5
+	VFMADD231PS (DI), Z5, Z1
+	ADDQ        $0x40, DI
+	ADDQ        $0x40, R9
+	DECQ        R12
+	JMP         single
+
+sum:
+	VADDPS     Z2, Z1, Z1
+	VADDPS     Z4, Z3, Z3
+	VADDPS     Z3, Z1, Z1
+	VSHUFF32X4 $0x4e, Z1, Z1, Z2
+	VADDPS     Z2, Z1, Z1
+	VSHUFF32X4 $0xb1, Z1, Z1, Z2
+	VADDPS     Z2, Z1, Z1
+	VPERMILPS  $0x4e, Z1, Z2
+	VADDPS     Z2, Z1, Z1
+	VPERMILPS  $0xb1, Z1, Z2
+	VADDPS     Z2, Z1, Z1
+	VMOVSS     X1, (R10)
+	ADDQ       $0x04, R10
+	DECQ       R11
+	JNZ        head
+	ADDQ       CX, AX
+	ADDQ       BX, DX
+	DECQ       SI
+	JNZ        key
+
+done:
+	VZEROUPPER
+	RET
+
+// func HeadPVF32AVX512(o *float32, ldo int, p *float32, ldp int, v *float32, ldv int, alpha *float32, nk int, heads int, nvec int, ahead int, pfn int)
+// Requires: AVX, AVX512F, CMOV, MMX+
+TEXT ·HeadPVF32AVX512(SB), NOSPLIT, $8-96
+	MOVQ o+0(FP), AX
+	MOVQ ldo+8(FP), CX
+	SHLQ $0x02, CX
+	MOVQ alpha+48(FP), DX
+	MOVQ heads+64(FP), BX
+	MOVQ AX, SI
+
+scale_head:
+	VBROADCASTSS (DX), Z0
+	MOVQ         nvec+72(FP), DI
+	MOVQ         SI, R8
+
+scale_vec:
+	VMULPS  (R8), Z0, Z1
+	VMOVUPS Z1, (R8)
+	ADDQ    $0x40, R8
+	DECQ    DI
+	JNZ     scale_vec
+	ADDQ    CX, SI
+	ADDQ    $0x04, DX
+	DECQ    BX
+	JNZ     scale_head
+	MOVQ    p+16(FP), DX
+	MOVQ    ldp+24(FP), BX
+	SHLQ    $0x02, BX
+	MOVQ    v+32(FP), SI
+	MOVQ    ldv+40(FP), DI
+	SHLQ    $0x02, DI
+	MOVQ    nvec+72(FP), R8
+	SHLQ    $0x06, R8
+	SUBQ    R8, CX
+	MOVQ    nk+56(FP), R8
+
+block:
+	CMPQ    R8, $0x04
+	JLT     block_end
+	MOVQ    heads+64(FP), R12
+	MOVQ    DX, R9
+	MOVQ    SI, R10
+	MOVQ    AX, R11
+	XORQ    R13, R13
+	MOVQ    ahead+80(FP), R14
+	SUBQ    $0x04, pfn+88(FP)
+	CMOVQLT R13, R14
+	ADDQ    R10, R14
+	LEAQ    (SI)(DI*2), R13
+
+block_head:
+	LEAQ         (R9)(BX*2), R15
+	VBROADCASTSS (R9), Z0
+	VBROADCASTSS (R9)(BX*1), Z1
+	VBROADCASTSS (R15), Z2
+	VBROADCASTSS (R15)(BX*1), Z3
+	MOVQ         nvec+72(FP), R15
+
+block_quad:
+	CMPQ        R15, $0x04
+	JLT         block_single
+	VMOVUPS     (R11), Z4
+	VMOVUPS     64(R11), Z5
+	VMOVUPS     128(R11), Z6
+	VMOVUPS     192(R11), Z7
+	LEAQ        (R14)(DI*2), BP
+	PREFETCHT1  (R14)
+	PREFETCHT1  64(R14)
+	PREFETCHT1  128(R14)
+	PREFETCHT1  192(R14)
+	PREFETCHT1  (R14)(DI*1)
+	PREFETCHT1  64(R14)(DI*1)
+	PREFETCHT1  128(R14)(DI*1)
+	PREFETCHT1  192(R14)(DI*1)
+	PREFETCHT1  (BP)
+	PREFETCHT1  64(BP)
+	PREFETCHT1  128(BP)
+	PREFETCHT1  192(BP)
+	PREFETCHT1  (BP)(DI*1)
+	PREFETCHT1  64(BP)(DI*1)
+	PREFETCHT1  128(BP)(DI*1)
+	PREFETCHT1  192(BP)(DI*1)
+	VMOVUPS     (R10), Z8
+	VFMADD231PS Z8, Z0, Z4
+	VMOVUPS     64(R10), Z8
+	VFMADD231PS Z8, Z0, Z5
+	VMOVUPS     128(R10), Z8
+	VFMADD231PS Z8, Z0, Z6
+	VMOVUPS     192(R10), Z8
+	VFMADD231PS Z8, Z0, Z7
+	VMOVUPS     (R10)(DI*1), Z8
+	VFMADD231PS Z8, Z1, Z4
+	VMOVUPS     64(R10)(DI*1), Z8
+	VFMADD231PS Z8, Z1, Z5
+	VMOVUPS     128(R10)(DI*1), Z8
+	VFMADD231PS Z8, Z1, Z6
+	VMOVUPS     192(R10)(DI*1), Z8
+	VFMADD231PS Z8, Z1, Z7
+	VMOVUPS     (R13), Z8
+	VFMADD231PS Z8, Z2, Z4
+	VMOVUPS     64(R13), Z8
+	VFMADD231PS Z8, Z2, Z5
+	VMOVUPS     128(R13), Z8
+	VFMADD231PS Z8, Z2, Z6
+	VMOVUPS     192(R13), Z8
+	VFMADD231PS Z8, Z2, Z7
+	VMOVUPS     (R13)(DI*1), Z8
+	VFMADD231PS Z8, Z3, Z4
+	VMOVUPS     64(R13)(DI*1), Z8
+	VFMADD231PS Z8, Z3, Z5
+	VMOVUPS     128(R13)(DI*1), Z8
+	VFMADD231PS Z8, Z3, Z6
+	VMOVUPS     192(R13)(DI*1), Z8
+	VFMADD231PS Z8, Z3, Z7
+	VMOVUPS     Z4, (R11)
+	VMOVUPS     Z5, 64(R11)
+	VMOVUPS     Z6, 128(R11)
+	VMOVUPS     Z7, 192(R11)
+	ADDQ        $0x00000100, R11
+	ADDQ        $0x00000100, R10
+	ADDQ        $0x00000100, R13
+	ADDQ        $0x00000100, R14
+	SUBQ        $0x04, R15
+	JMP         block_quad
+
+block_single:
+	TESTQ       R15, R15
+	JZ          block_next
+	VMOVUPS     (R11), Z4
+	VMOVUPS     (R10), Z5
+	VFMADD231PS Z5, Z0, Z4
+	VMOVUPS     (R10)(DI*1), Z5
+	VFMADD231PS Z5, Z1, Z4
+	VMOVUPS     (R13), Z5
+	VFMADD231PS Z5, Z2, Z4
+	VMOVUPS     (R13)(DI*1), Z5
+	VFMADD231PS Z5, Z3, Z4
+	VMOVUPS     Z4, (R11)
+	ADDQ        $0x00000040, R11
+	ADDQ        $0x00000040, R10
+	ADDQ        $0x00000040, R13
+	ADDQ        $0x00000040, R14
+	DECQ        R15
+	JMP         block_single
+
+block_next:
+	ADDQ $0x04, R9
+	ADDQ CX, R11
+	DECQ R12
+	JNZ  block_head
+	ADDQ BX, DX
+	ADDQ DI, SI
+	ADDQ BX, DX
+	ADDQ DI, SI
+	ADDQ BX, DX
+	ADDQ DI, SI
+	ADDQ BX, DX
+	ADDQ DI, SI
+	SUBQ $0x04, R8
+	JMP  block
+
+block_end:
+key:
+	CMPQ R8, $0x01
+	JLT  key_end
+	MOVQ heads+64(FP), R12
+	MOVQ DX, R9
+	MOVQ SI, R10
+	MOVQ AX, R11
+
+key_head:
+	VBROADCASTSS (R9), Z0
+	MOVQ         nvec+72(FP), R13
+
+key_quad:
+	CMPQ        R13, $0x04
+	JLT         key_single
+	VMOVUPS     (R11), Z1
+	VMOVUPS     64(R11), Z2
+	VMOVUPS     128(R11), Z3
+	VMOVUPS     192(R11), Z4
+	VMOVUPS     (R10), Z5
+	VFMADD231PS Z5, Z0, Z1
+	VMOVUPS     64(R10), Z5
+	VFMADD231PS Z5, Z0, Z2
+	VMOVUPS     128(R10), Z5
+	VFMADD231PS Z5, Z0, Z3
+	VMOVUPS     192(R10), Z5
+	VFMADD231PS Z5, Z0, Z4
+	VMOVUPS     Z1, (R11)
+	VMOVUPS     Z2, 64(R11)
+	VMOVUPS     Z3, 128(R11)
+	VMOVUPS     Z4, 192(R11)
+	ADDQ        $0x00000100, R11
+	ADDQ        $0x00000100, R10
+	SUBQ        $0x04, R13
+	JMP         key_quad
+
+key_single:
+	TESTQ       R13, R13
+	JZ          key_next
+	VMOVUPS     (R11), Z1
+	VMOVUPS     (R10), Z2
+	VFMADD231PS Z2, Z0, Z1
+	VMOVUPS     Z1, (R11)
+	ADDQ        $0x00000040, R11
+	ADDQ        $0x00000040, R10
+	DECQ        R13
+	JMP         key_single
+
+key_next:
+	ADDQ $0x04, R9
+	ADDQ CX, R11
+	DECQ R12
+	JNZ  key_head
+	ADDQ BX, DX
+	ADDQ DI, SI
+	SUBQ $0x01, R8
+	JMP  key
+
+key_end:
+	VZEROUPPER
+	RET
+
 // func DecodeF32AVX512(q *float32, rows int, kvec int, ktail int, k *float32, ldk int, v *float32, ldv int, nk int, vvec int, vtail int, o *float32, m *float32, l *float32, s *float32, alibi *float32)
 // Requires: AVX, AVX512F, MMX+
 TEXT ·DecodeF32AVX512(SB), NOSPLIT, $144-128

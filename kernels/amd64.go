@@ -39,7 +39,8 @@ var (
 	},
 		cpuid.CMOV, cpuid.SSE, cpuid.AVX, cpuid.AVX2, cpuid.FMA3, cpuid.F16C)
 	// The avx512 set's transpose and head kernels are ymm (AVX2, FMA, F16C)
-	// code; its 16-bit tails are loaded with VMOVDQU16 (AVX512BW).
+	// code, but for its float32 head kernels over head dims of whole zmm
+	// vectors; its 16-bit tails are loaded with VMOVDQU16 (AVX512BW).
 	avx512 = x86Set("avx512", x86Params{
 		lanes: asm.LanesAVX512, panelVecs: asm.PanelVecsAVX512, softmaxVecs: asm.SoftmaxVecsAVX512, dotRows: asm.DotRowsAVX512,
 		peakChains: asm.PeakChainsAVX512, decodeKeys: asm.DecodeKeysAVX512, decodeScratch: asm.DecodeScratchAVX512,
@@ -54,6 +55,7 @@ var (
 		headScores: asm.HeadScoresF32AVX2, headScores16: [2]headScores16Func{asm.HeadScoresF16AVX2, asm.HeadScoresBF16AVX2},
 		headPV: asm.HeadPVF32AVX2, headPV16: [2]headPV16Func{asm.HeadPVF16AVX2, asm.HeadPVBF16AVX2},
 		headScoresI8: asm.HeadScoresI8AVX2, headPVI8: asm.HeadPVI8AVX2,
+		headScoresZmm: asm.HeadScoresF32AVX512, headPVZmm: asm.HeadPVF32AVX512,
 		decodeF32: asm.DecodeF32AVX512, decodeF16: asm.DecodeF16AVX512, decBF: asm.DecodeBF16AVX512,
 		decodeI8: asm.DecodeI8AVX512, decodeI4: asm.DecodeI4AVX512,
 		convert:   [2]convertFuncs{{asm.WidenF16AVX512, asm.NarrowF16AVX512}, {asm.WidenBF16AVX512, asm.NarrowBF16AVX512}},
@@ -165,6 +167,11 @@ type x86Kernels struct {
 	headScores    func(s *float32, lds int, q *float32, k *float32, ldk int, nk, heads, nvec, ahead, pfn int)
 	headScores16  [2]headScores16Func // float16, bfloat16
 	headPV        func(o *float32, ldo int, p *float32, ldp int, v *float32, ldv int, alpha *float32, nk, heads, nvec, ahead, pfn int)
+	// headScoresZmm and headPVZmm (avx512 only) are the float32 head
+	// kernels in zmm vectors, for head dims of whole zmm vectors
+	// (asm.LanesAVX512); other dims take headScores and headPV.
+	headScoresZmm func(s *float32, lds int, q *float32, k *float32, ldk int, nk, heads, nvec, ahead, pfn int)
+	headPVZmm     func(o *float32, ldo int, p *float32, ldp int, v *float32, ldv int, alpha *float32, nk, heads, nvec, ahead, pfn int)
 	headPV16      [2]headPV16Func
 	headScoresI8  func(s *float32, lds int, q *float32, k *int8, ldk int, ks *float32, ldks int, nk, heads, nblk, ahead, pfn int)
 	headPVI8      func(o *float32, ldo int, p *float32, ldp int, v *int8, ldv int, vs *float32, ldvs int, alpha *float32, nk, heads, nblk, ahead, pfn int)
@@ -265,6 +272,10 @@ func x86Set(name string, pr x86Params, k x86Kernels, requires ...cpuid.FeatureID
 				ahead, pfn := headAhead(kr.Len(), kr.Ld, heads*dk, kr.Type.Bytes(), nk)
 				switch kr.Type {
 				case fallback.KVFloat32:
+					if k.headScoresZmm != nil && dk%asm.LanesAVX512 == 0 {
+						k.headScoresZmm(&s[0], lds, &q[0], &kr.F32[0], kr.Ld, nk, heads, dk/asm.LanesAVX512, ahead, pfn)
+						return
+					}
 					k.headScores(&s[0], lds, &q[0], &kr.F32[0], kr.Ld, nk, heads, dk/headVector, ahead, pfn)
 				case fallback.KVInt8:
 					k.headScoresI8(&s[0], lds, &q[0], &kr.I8[0], kr.Ld, &kr.S[0], kr.LdS, nk, heads, dk/fallback.Int8Block, ahead, pfn)
@@ -276,6 +287,10 @@ func x86Set(name string, pr x86Params, k x86Kernels, requires ...cpuid.FeatureID
 				ahead, pfn := headAhead(vr.Len(), vr.Ld, heads*dv, vr.Type.Bytes(), nk)
 				switch vr.Type {
 				case fallback.KVFloat32:
+					if k.headPVZmm != nil && dv%asm.LanesAVX512 == 0 {
+						k.headPVZmm(&o[0], ldo, &p[0], ldp, &vr.F32[0], vr.Ld, &alpha[0], nk, heads, dv/asm.LanesAVX512, ahead, pfn)
+						return
+					}
 					k.headPV(&o[0], ldo, &p[0], ldp, &vr.F32[0], vr.Ld, &alpha[0], nk, heads, dv/headVector, ahead, pfn)
 				case fallback.KVInt8:
 					k.headPVI8(&o[0], ldo, &p[0], ldp, &vr.I8[0], vr.Ld, &vr.S[0], vr.LdS, &alpha[0], nk, heads, dv/fallback.Int8Block, ahead, pfn)

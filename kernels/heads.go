@@ -76,22 +76,30 @@ func (ks *Set) HeadPV(o []float32, ldo int, p []float32, ldp int, v KVRows, alph
 
 // headAheadBytes is how far ahead of the rows they read the head kernels
 // prefetch (gen/amd64/heads.go): whole rows at least this many bytes on
-// (32 KiB: 4 keys of 32 heads of 128 float16 dims). On Zen 4, one
-// thread, the MHA step 1,32,32,1,4096,128 BSHD float16 ran 3.10 ms at
-// 8 KiB, 2.94 at 32 and 2.96 at 64, against 3.91 without; at 64 KiB
-// bfloat16 and int8 were level or slower than at 32, float32 level
-// within its noise (alternated rounds in one process, medians).
+// (32 KiB: 4 keys of 32 heads of 128 float16 dims), and at least
+// headPassKeys rows. On Zen 4, one thread, the MHA step
+// 1,32,32,1,4096,128 BSHD float16 ran 3.10 ms at 8 KiB, 2.94 at 32 and
+// 2.96 at 64, against 3.91 without; at 64 KiB bfloat16 and int8 were
+// level or slower than at 32 (alternated rounds in one process, medians).
 const headAheadBytes = 32 << 10
+
+// headPassKeys is the most keys one pass of a head kernel loads at once
+// (HeadPV's blocks, HeadScores' fours on AVX-512): a prefetch nearer than
+// that names rows the same pass is loading. Float32 rows of 32 heads of
+// 128 dims are 16 KiB, so 32 KiB was two keys: taking four (64 KiB), the
+// step on the key-major path ran 6.31 → 6.15 ms on the avx2 kernels and
+// 5.97 → 5.59 on the avx512 ones (Zen 4, one thread, in-process rounds).
+const headPassKeys = 4
 
 // headAhead returns the head kernels' prefetch arguments for nk rows of
 // w elements ld apart, in a slice of n elements of size bytes: ahead, the
-// bytes from a row to the one prefetched (whole rows, at least
-// headAheadBytes), and pfn, how many of the nk rows have that row inside
-// the slice (rows j < pfn prefetch, the others do not), so that every
-// address a prefetch names lies within the slice.
+// bytes from a row to the one prefetched (the fewest whole rows covering
+// headAheadBytes, and at least headPassKeys), and pfn, how many of the nk
+// rows have that row inside the slice (rows j < pfn prefetch, the others
+// do not), so that every address a prefetch names lies within the slice.
 func headAhead(n, ld, w, size, nk int) (ahead, pfn int) {
 	row := max(ld*size, 1)
-	keys := (headAheadBytes + row - 1) / row
+	keys := max((headAheadBytes+row-1)/row, headPassKeys)
 	avail := 0 // rows whose w elements lie inside the slice
 	if n >= w {
 		avail = (n-w)/max(ld, 1) + 1

@@ -183,8 +183,9 @@ func TestHeadsFallback(t *testing.T) {
 }
 
 // TestHeadAhead holds headAhead to its contract: the rows it lets the
-// head kernels prefetch lie inside the slice, whole rows at least
-// headAheadBytes on, and no row whose prefetched row fits is left out.
+// head kernels prefetch lie inside the slice, the fewest whole rows
+// covering headAheadBytes and headPassKeys rows on, and no row whose
+// prefetched row fits is left out.
 func TestHeadAhead(t *testing.T) {
 	for _, size := range []int{1, 2, 4} {
 		for _, w := range []int{8, 64, 128, 4096} {
@@ -195,8 +196,9 @@ func TestHeadAhead(t *testing.T) {
 						n := (nk+extra-1)*ld + w // the call's rows, then extra whole rows
 						ahead, pfn := headAhead(n, ld, w, size, nk)
 						row := ld * size
-						if ahead%row != 0 || ahead < headAheadBytes || ahead >= headAheadBytes+row {
-							t.Fatalf("size %d, ld %d: ahead %d bytes, not the fewest whole rows of %d covering %d", size, ld, ahead, row, headAheadBytes)
+						least := max((headAheadBytes+row-1)/row, headPassKeys) * row
+						if ahead != least {
+							t.Fatalf("size %d, ld %d: ahead %d bytes, not the fewest whole rows of %d covering %d and %d rows (%d)", size, ld, ahead, row, headAheadBytes, headPassKeys, least)
 						}
 						keys := ahead / row
 						for j := 0; j < pfn; j++ {
@@ -218,35 +220,41 @@ func TestHeadAhead(t *testing.T) {
 }
 
 // TestHeadScoresKeyOrder checks that HeadScores gives each key the same
-// bits whether it runs in a pair of keys or alone (a call of one key),
+// bits whether it runs in a pair or a four of keys or alone (a call of
+// one key),
 // on every set with the kernels and every float type: a row's sums do
 // not depend on which keys share its pass.
 func TestHeadScoresKeyOrder(t *testing.T) {
 	rng := rand.New(rand.NewPCG(21, 5))
 	for _, ks := range Available() {
 		for _, typ := range []KVType{fallback.KVFloat32, fallback.KVFloat16, fallback.KVBFloat16} {
-			const heads, d, nk = 5, 72, 7 // nine vectors a row: two four-vector steps and a single
-			if !ks.HasHeads(typ, d, d) {
-				continue
-			}
-			ld := heads*d + 8
-			k, _, free := headRows(t, rng, typ, nk, heads*d, ld, true)
-			q := make([]float32, heads*d)
-			for i := range q {
-				q[i] = float32(rng.Float64()*2 - 1)
-			}
-			all := make([]float32, nk*heads)
-			ks.HeadScores(all, heads, q, k, nk, heads, d)
-			one := make([]float32, heads)
-			for j := 0; j < nk; j++ {
-				ks.HeadScores(one, heads, q, k.From(j), 1, heads, d)
-				for h, x := range one {
-					if math.Float32bits(x) != math.Float32bits(all[j*heads+h]) {
-						t.Fatalf("%s %v: key %d head %d: %v alone, %v in the call of %d keys", ks.Name, typ, j, h, x, all[j*heads+h], nk)
+			// nine vectors a row (of 8 floats, or of 16 on the avx512 set's
+			// float32 kernels at 144): two four-vector steps and a single;
+			// seven keys: a run of four (AVX-512 float32), a pair, one.
+			const heads, nk = 5, 7
+			for _, d := range []int{72, 144} {
+				if !ks.HasHeads(typ, d, d) {
+					continue
+				}
+				ld := heads*d + 8
+				k, _, free := headRows(t, rng, typ, nk, heads*d, ld, true)
+				q := make([]float32, heads*d)
+				for i := range q {
+					q[i] = float32(rng.Float64()*2 - 1)
+				}
+				all := make([]float32, nk*heads)
+				ks.HeadScores(all, heads, q, k, nk, heads, d)
+				one := make([]float32, heads)
+				for j := 0; j < nk; j++ {
+					ks.HeadScores(one, heads, q, k.From(j), 1, heads, d)
+					for h, x := range one {
+						if math.Float32bits(x) != math.Float32bits(all[j*heads+h]) {
+							t.Fatalf("%s %v: key %d head %d: %v alone, %v in the call of %d keys", ks.Name, typ, j, h, x, all[j*heads+h], nk)
+						}
 					}
 				}
+				free()
 			}
-			free()
 		}
 	}
 }

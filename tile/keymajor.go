@@ -112,12 +112,12 @@ func headKernels(ks *kernels.Set, p *Problem) bool {
 // stridedFloat32 reports whether the MHA decode of p runs its float32 K/V
 // in interleaved head groups on the fused decode kernel rather than key
 // by key: on a set that reads strided K/V in place
-// (kernels.Set.ReadsStridedKV; the avx512 set on AMD), whose fused
-// kernel is zmm code where the head kernels are ymm. Zen 4, one thread,
-// 1,32,32,1,4096,128 BSHD float32, three alternated rounds: 5.39–5.83 ms
-// in head groups against 6.34–6.51 key by key (BHSD 4.78–5.93). Float16
-// was mixed (3.48–4.39 against 4.09–4.26 ms) and int8 slower in groups
-// (3.31–4.21 against 3.18–3.25): they stay key by key.
+// (kernels.Set.ReadsStridedKV; the avx512 set on AMD). Zen 4, one thread,
+// 1,32,32,1,4096,128 BSHD float32, 15 rounds in one process: 5.41 ms in
+// head groups against 5.62 key by key on the zmm head kernels (6.23 on
+// the ymm ones; BHSD 5.29). Float16 was mixed (3.48–4.39 against
+// 4.09–4.26 ms) and int8 slower in groups (3.31–4.21 against
+// 3.18–3.25): they stay key by key.
 func stridedFloat32(ks *kernels.Set, p *Problem) bool {
 	return p.KVType == fallback.KVFloat32 && ks.ReadsStridedKV()
 }

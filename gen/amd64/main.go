@@ -60,13 +60,16 @@ func generate(x isa, dir string) error {
 	g.transpose(true)
 	g.transpose(false)
 	g.dot()
-	if !g.isa.avx512() { // the AVX-512 set runs the AVX2 ones (heads.go)
+	if !g.isa.avx512() { // the AVX-512 set runs the AVX2 ones but float32's (heads.go)
 		for _, e := range []elem{f32, f16, bf16} {
 			g.headScores(e)
 			g.headPV(e)
 		}
 		g.headScoresI8()
 		g.headPVI8()
+	} else { // HeadScoresF32AVX512, HeadPVF32AVX512: zmm vectors
+		g.headScores(f32)
+		g.headPV(f32)
 	}
 	for _, e := range []elem{f32, f16, bf16, i8, i4} {
 		g.decode(e, q8None)
