@@ -825,6 +825,24 @@ DATA iotaAVX512<>+56(SB)/4, $0x41600000
 DATA iotaAVX512<>+60(SB)/4, $0x41700000
 GLOBL iotaAVX512<>(SB), RODATA|NOPTR, $64
 
+DATA blockFirstsAVX512<>+0(SB)/4, $0x00000000
+DATA blockFirstsAVX512<>+4(SB)/4, $0x00000004
+DATA blockFirstsAVX512<>+8(SB)/4, $0x00000008
+DATA blockFirstsAVX512<>+12(SB)/4, $0x0000000c
+DATA blockFirstsAVX512<>+16(SB)/4, $0x00000000
+DATA blockFirstsAVX512<>+20(SB)/4, $0x00000000
+DATA blockFirstsAVX512<>+24(SB)/4, $0x00000000
+DATA blockFirstsAVX512<>+28(SB)/4, $0x00000000
+DATA blockFirstsAVX512<>+32(SB)/4, $0x00000000
+DATA blockFirstsAVX512<>+36(SB)/4, $0x00000000
+DATA blockFirstsAVX512<>+40(SB)/4, $0x00000000
+DATA blockFirstsAVX512<>+44(SB)/4, $0x00000000
+DATA blockFirstsAVX512<>+48(SB)/4, $0x00000000
+DATA blockFirstsAVX512<>+52(SB)/4, $0x00000000
+DATA blockFirstsAVX512<>+56(SB)/4, $0x00000000
+DATA blockFirstsAVX512<>+60(SB)/4, $0x00000000
+GLOBL blockFirstsAVX512<>(SB), RODATA|NOPTR, $64
+
 // func GemmAVX512(c *float32, ldc int, a *float32, lda int, b *float32, ldb int, m int, k int, nv int, tail int, acc int)
 // Requires: AVX, AVX512F
 TEXT ·GemmAVX512(SB), NOSPLIT, $0-88
@@ -47043,7 +47061,7 @@ key_end:
 	RET
 
 // func DecodeF32AVX512(q *float32, rows int, kvec int, ktail int, k *float32, ldk int, v *float32, ldv int, nk int, vvec int, vtail int, o *float32, m *float32, l *float32, s *float32, alibi *float32)
-// Requires: AVX, AVX512F, MMX+
+// Requires: AVX, AVX512F, FMA3, MMX+
 TEXT ·DecodeF32AVX512(SB), NOSPLIT, $144-128
 	MOVQ s+112(FP), AX
 	MOVQ ldk+40(FP), CX
@@ -47818,67 +47836,6 @@ scores_rows4_prefetched_pass3_fold:
 scores_rows4_prefetched_row0_noalibi:
 	VMOVUPS      constsAVX512<>+1344(SB), Z2
 	VBLENDMPS    Z2, Z4, K3, Z4
-	MOVQ         88(SP), CX
-	MOVQ         m+96(FP), DX
-	MOVQ         l+104(FP), BX
-	VMOVUPS      Z4, Z2
-	VSHUFF32X4   $0x4e, Z2, Z2, Z5
-	VMAXPS       Z5, Z2, Z2
-	VSHUFF32X4   $0xb1, Z2, Z2, Z5
-	VMAXPS       Z5, Z2, Z2
-	VPERMILPS    $0x4e, Z2, Z5
-	VMAXPS       Z5, Z2, Z2
-	VPERMILPS    $0xb1, Z2, Z5
-	VMAXPS       Z5, Z2, Z2
-	VBROADCASTSS (DX)(CX*4), Z5
-	VMAXPS       Z2, Z5, Z2
-	VMAXPS       constsAVX512<>+1280(SB), Z2, Z6
-	VSUBPS       Z6, Z4, Z4
-	VCMPPS       $0x15, constsAVX512<>+768(SB), Z4, K4
-	VMULPS       constsAVX512<>+128(SB), Z4, Z4
-	VADDPS       constsAVX512<>+832(SB), Z4, Z7
-	VSUBPS       constsAVX512<>+832(SB), Z7, Z8
-	VSUBPS       Z8, Z4, Z4
-	VMOVUPS      constsAVX512<>+896(SB), Z8
-	VFMADD213PS  constsAVX512<>+960(SB), Z4, Z8
-	VFMADD213PS  constsAVX512<>+1024(SB), Z4, Z8
-	VFMADD213PS  constsAVX512<>+1088(SB), Z4, Z8
-	VFMADD213PS  constsAVX512<>+1152(SB), Z4, Z8
-	VFMADD213PS  constsAVX512<>+1216(SB), Z4, Z8
-	VFMADD213PS  constsAVX512<>+704(SB), Z4, Z8
-	VPSLLD       $0x17, Z7, Z7
-	VPADDD.Z     Z7, Z8, K4, Z8
-	MOVQ         CX, SI
-	SHLQ         $0x06, SI
-	VMOVUPS      Z8, (AX)(SI*1)
-	VSHUFF32X4   $0x4e, Z8, Z8, Z4
-	VADDPS       Z4, Z8, Z8
-	VSHUFF32X4   $0xb1, Z8, Z8, Z4
-	VADDPS       Z4, Z8, Z8
-	VPERMILPS    $0x4e, Z8, Z4
-	VADDPS       Z4, Z8, Z8
-	VPERMILPS    $0xb1, Z8, Z4
-	VADDPS       Z4, Z8, Z8
-	VSUBPS       Z6, Z5, Z5
-	VCMPPS       $0x15, constsAVX512<>+768(SB), Z5, K4
-	VMULPS       constsAVX512<>+128(SB), Z5, Z5
-	VADDPS       constsAVX512<>+832(SB), Z5, Z4
-	VSUBPS       constsAVX512<>+832(SB), Z4, Z6
-	VSUBPS       Z6, Z5, Z5
-	VMOVUPS      constsAVX512<>+896(SB), Z6
-	VFMADD213PS  constsAVX512<>+960(SB), Z5, Z6
-	VFMADD213PS  constsAVX512<>+1024(SB), Z5, Z6
-	VFMADD213PS  constsAVX512<>+1088(SB), Z5, Z6
-	VFMADD213PS  constsAVX512<>+1152(SB), Z5, Z6
-	VFMADD213PS  constsAVX512<>+1216(SB), Z5, Z6
-	VFMADD213PS  constsAVX512<>+704(SB), Z5, Z6
-	VPSLLD       $0x17, Z4, Z4
-	VPADDD.Z     Z4, Z6, K4, Z6
-	VBROADCASTSS (BX)(CX*4), Z4
-	VFMADD213PS  Z8, Z6, Z4
-	VMOVSS       X4, (BX)(CX*4)
-	VMOVSS       X2, (DX)(CX*4)
-	VMOVSS       X6, 1024(AX)(CX*4)
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
 	JZ           scores_rows4_prefetched_row1_noalibi
@@ -47893,75 +47850,13 @@ scores_rows4_prefetched_row0_noalibi:
 	VADDSS       (BX)(DX*4), X2, X2
 	VBROADCASTSS X2, Z2
 	VADDPS       iotaAVX512<>+0(SB), Z2, Z2
-	VBROADCASTSS (CX)(DX*4), Z4
-	VMULPS       Z4, Z2, Z2
+	VBROADCASTSS (CX)(DX*4), Z5
+	VMULPS       Z5, Z2, Z2
 	VADDPS       Z2, Z1, Z1
 
 scores_rows4_prefetched_row1_noalibi:
 	VMOVUPS      constsAVX512<>+1344(SB), Z2
 	VBLENDMPS    Z2, Z1, K3, Z1
-	MOVQ         88(SP), CX
-	ADDQ         $0x01, CX
-	MOVQ         m+96(FP), DX
-	MOVQ         l+104(FP), BX
-	VMOVUPS      Z1, Z2
-	VSHUFF32X4   $0x4e, Z2, Z2, Z4
-	VMAXPS       Z4, Z2, Z2
-	VSHUFF32X4   $0xb1, Z2, Z2, Z4
-	VMAXPS       Z4, Z2, Z2
-	VPERMILPS    $0x4e, Z2, Z4
-	VMAXPS       Z4, Z2, Z2
-	VPERMILPS    $0xb1, Z2, Z4
-	VMAXPS       Z4, Z2, Z2
-	VBROADCASTSS (DX)(CX*4), Z4
-	VMAXPS       Z2, Z4, Z2
-	VMAXPS       constsAVX512<>+1280(SB), Z2, Z5
-	VSUBPS       Z5, Z1, Z1
-	VCMPPS       $0x15, constsAVX512<>+768(SB), Z1, K4
-	VMULPS       constsAVX512<>+128(SB), Z1, Z1
-	VADDPS       constsAVX512<>+832(SB), Z1, Z6
-	VSUBPS       constsAVX512<>+832(SB), Z6, Z7
-	VSUBPS       Z7, Z1, Z1
-	VMOVUPS      constsAVX512<>+896(SB), Z7
-	VFMADD213PS  constsAVX512<>+960(SB), Z1, Z7
-	VFMADD213PS  constsAVX512<>+1024(SB), Z1, Z7
-	VFMADD213PS  constsAVX512<>+1088(SB), Z1, Z7
-	VFMADD213PS  constsAVX512<>+1152(SB), Z1, Z7
-	VFMADD213PS  constsAVX512<>+1216(SB), Z1, Z7
-	VFMADD213PS  constsAVX512<>+704(SB), Z1, Z7
-	VPSLLD       $0x17, Z6, Z6
-	VPADDD.Z     Z6, Z7, K4, Z7
-	MOVQ         CX, SI
-	SHLQ         $0x06, SI
-	VMOVUPS      Z7, (AX)(SI*1)
-	VSHUFF32X4   $0x4e, Z7, Z7, Z1
-	VADDPS       Z1, Z7, Z7
-	VSHUFF32X4   $0xb1, Z7, Z7, Z1
-	VADDPS       Z1, Z7, Z7
-	VPERMILPS    $0x4e, Z7, Z1
-	VADDPS       Z1, Z7, Z7
-	VPERMILPS    $0xb1, Z7, Z1
-	VADDPS       Z1, Z7, Z7
-	VSUBPS       Z5, Z4, Z4
-	VCMPPS       $0x15, constsAVX512<>+768(SB), Z4, K4
-	VMULPS       constsAVX512<>+128(SB), Z4, Z4
-	VADDPS       constsAVX512<>+832(SB), Z4, Z1
-	VSUBPS       constsAVX512<>+832(SB), Z1, Z5
-	VSUBPS       Z5, Z4, Z4
-	VMOVUPS      constsAVX512<>+896(SB), Z5
-	VFMADD213PS  constsAVX512<>+960(SB), Z4, Z5
-	VFMADD213PS  constsAVX512<>+1024(SB), Z4, Z5
-	VFMADD213PS  constsAVX512<>+1088(SB), Z4, Z5
-	VFMADD213PS  constsAVX512<>+1152(SB), Z4, Z5
-	VFMADD213PS  constsAVX512<>+1216(SB), Z4, Z5
-	VFMADD213PS  constsAVX512<>+704(SB), Z4, Z5
-	VPSLLD       $0x17, Z1, Z1
-	VPADDD.Z     Z1, Z5, K4, Z5
-	VBROADCASTSS (BX)(CX*4), Z1
-	VFMADD213PS  Z7, Z5, Z1
-	VMOVSS       X1, (BX)(CX*4)
-	VMOVSS       X2, (DX)(CX*4)
-	VMOVSS       X5, 1024(AX)(CX*4)
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
 	JZ           scores_rows4_prefetched_row2_noalibi
@@ -47969,82 +47864,20 @@ scores_rows4_prefetched_row1_noalibi:
 	ADDQ         $0x02, DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX512<>+2048(SB), Z1
-	VCVTSI2SSQ   BX, X1, X1
+	VMOVUPS      constsAVX512<>+2048(SB), Z2
+	VCVTSI2SSQ   BX, X2, X2
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
-	VADDSS       (BX)(DX*4), X1, X1
-	VBROADCASTSS X1, Z1
-	VADDPS       iotaAVX512<>+0(SB), Z1, Z1
-	VBROADCASTSS (CX)(DX*4), Z2
-	VMULPS       Z2, Z1, Z1
-	VADDPS       Z1, Z3, Z3
+	VADDSS       (BX)(DX*4), X2, X2
+	VBROADCASTSS X2, Z2
+	VADDPS       iotaAVX512<>+0(SB), Z2, Z2
+	VBROADCASTSS (CX)(DX*4), Z5
+	VMULPS       Z5, Z2, Z2
+	VADDPS       Z2, Z3, Z3
 
 scores_rows4_prefetched_row2_noalibi:
-	VMOVUPS      constsAVX512<>+1344(SB), Z1
-	VBLENDMPS    Z1, Z3, K3, Z3
-	MOVQ         88(SP), CX
-	ADDQ         $0x02, CX
-	MOVQ         m+96(FP), DX
-	MOVQ         l+104(FP), BX
-	VMOVUPS      Z3, Z1
-	VSHUFF32X4   $0x4e, Z1, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VSHUFF32X4   $0xb1, Z1, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VPERMILPS    $0x4e, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VPERMILPS    $0xb1, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VBROADCASTSS (DX)(CX*4), Z2
-	VMAXPS       Z1, Z2, Z1
-	VMAXPS       constsAVX512<>+1280(SB), Z1, Z4
-	VSUBPS       Z4, Z3, Z3
-	VCMPPS       $0x15, constsAVX512<>+768(SB), Z3, K4
-	VMULPS       constsAVX512<>+128(SB), Z3, Z3
-	VADDPS       constsAVX512<>+832(SB), Z3, Z5
-	VSUBPS       constsAVX512<>+832(SB), Z5, Z6
-	VSUBPS       Z6, Z3, Z3
-	VMOVUPS      constsAVX512<>+896(SB), Z6
-	VFMADD213PS  constsAVX512<>+960(SB), Z3, Z6
-	VFMADD213PS  constsAVX512<>+1024(SB), Z3, Z6
-	VFMADD213PS  constsAVX512<>+1088(SB), Z3, Z6
-	VFMADD213PS  constsAVX512<>+1152(SB), Z3, Z6
-	VFMADD213PS  constsAVX512<>+1216(SB), Z3, Z6
-	VFMADD213PS  constsAVX512<>+704(SB), Z3, Z6
-	VPSLLD       $0x17, Z5, Z5
-	VPADDD.Z     Z5, Z6, K4, Z6
-	MOVQ         CX, SI
-	SHLQ         $0x06, SI
-	VMOVUPS      Z6, (AX)(SI*1)
-	VSHUFF32X4   $0x4e, Z6, Z6, Z3
-	VADDPS       Z3, Z6, Z6
-	VSHUFF32X4   $0xb1, Z6, Z6, Z3
-	VADDPS       Z3, Z6, Z6
-	VPERMILPS    $0x4e, Z6, Z3
-	VADDPS       Z3, Z6, Z6
-	VPERMILPS    $0xb1, Z6, Z3
-	VADDPS       Z3, Z6, Z6
-	VSUBPS       Z4, Z2, Z2
-	VCMPPS       $0x15, constsAVX512<>+768(SB), Z2, K4
-	VMULPS       constsAVX512<>+128(SB), Z2, Z2
-	VADDPS       constsAVX512<>+832(SB), Z2, Z3
-	VSUBPS       constsAVX512<>+832(SB), Z3, Z4
-	VSUBPS       Z4, Z2, Z2
-	VMOVUPS      constsAVX512<>+896(SB), Z4
-	VFMADD213PS  constsAVX512<>+960(SB), Z2, Z4
-	VFMADD213PS  constsAVX512<>+1024(SB), Z2, Z4
-	VFMADD213PS  constsAVX512<>+1088(SB), Z2, Z4
-	VFMADD213PS  constsAVX512<>+1152(SB), Z2, Z4
-	VFMADD213PS  constsAVX512<>+1216(SB), Z2, Z4
-	VFMADD213PS  constsAVX512<>+704(SB), Z2, Z4
-	VPSLLD       $0x17, Z3, Z3
-	VPADDD.Z     Z3, Z4, K4, Z4
-	VBROADCASTSS (BX)(CX*4), Z2
-	VFMADD213PS  Z6, Z4, Z2
-	VMOVSS       X2, (BX)(CX*4)
-	VMOVSS       X1, (DX)(CX*4)
-	VMOVSS       X4, 1024(AX)(CX*4)
+	VMOVUPS      constsAVX512<>+1344(SB), Z2
+	VBLENDMPS    Z2, Z3, K3, Z3
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
 	JZ           scores_rows4_prefetched_row3_noalibi
@@ -48052,82 +47885,148 @@ scores_rows4_prefetched_row2_noalibi:
 	ADDQ         $0x03, DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX512<>+2048(SB), Z1
-	VCVTSI2SSQ   BX, X1, X1
+	VMOVUPS      constsAVX512<>+2048(SB), Z2
+	VCVTSI2SSQ   BX, X2, X2
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
-	VADDSS       (BX)(DX*4), X1, X1
-	VBROADCASTSS X1, Z1
-	VADDPS       iotaAVX512<>+0(SB), Z1, Z1
-	VBROADCASTSS (CX)(DX*4), Z2
-	VMULPS       Z2, Z1, Z1
-	VADDPS       Z1, Z0, Z0
+	VADDSS       (BX)(DX*4), X2, X2
+	VBROADCASTSS X2, Z2
+	VADDPS       iotaAVX512<>+0(SB), Z2, Z2
+	VBROADCASTSS (CX)(DX*4), Z5
+	VMULPS       Z5, Z2, Z2
+	VADDPS       Z2, Z0, Z0
 
 scores_rows4_prefetched_row3_noalibi:
-	VMOVUPS      constsAVX512<>+1344(SB), Z1
-	VBLENDMPS    Z1, Z0, K3, Z0
+	VMOVUPS      constsAVX512<>+1344(SB), Z2
+	VBLENDMPS    Z2, Z0, K3, Z0
 	MOVQ         88(SP), CX
-	ADDQ         $0x03, CX
 	MOVQ         m+96(FP), DX
 	MOVQ         l+104(FP), BX
-	VMOVUPS      Z0, Z1
-	VSHUFF32X4   $0x4e, Z1, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VSHUFF32X4   $0xb1, Z1, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VPERMILPS    $0x4e, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VPERMILPS    $0xb1, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VBROADCASTSS (DX)(CX*4), Z2
-	VMAXPS       Z1, Z2, Z1
-	VMAXPS       constsAVX512<>+1280(SB), Z1, Z3
-	VSUBPS       Z3, Z0, Z0
-	VCMPPS       $0x15, constsAVX512<>+768(SB), Z0, K4
-	VMULPS       constsAVX512<>+128(SB), Z0, Z0
-	VADDPS       constsAVX512<>+832(SB), Z0, Z4
-	VSUBPS       constsAVX512<>+832(SB), Z4, Z5
+	VMOVUPS      blockFirstsAVX512<>+0(SB), Z2
+	VSHUFF32X4   $0x44, Z1, Z4, Z5
+	VSHUFF32X4   $0xee, Z1, Z4, Z6
+	VMAXPS       Z6, Z5, Z5
+	VSHUFF32X4   $0x44, Z0, Z3, Z6
+	VSHUFF32X4   $0xee, Z0, Z3, Z7
+	VMAXPS       Z7, Z6, Z6
+	VSHUFF32X4   $0x88, Z6, Z5, Z7
+	VSHUFF32X4   $0xdd, Z6, Z5, Z5
+	VMAXPS       Z5, Z7, Z7
+	VPERMILPS    $0x4e, Z7, Z5
+	VMAXPS       Z5, Z7, Z7
+	VPERMILPS    $0xb1, Z7, Z5
+	VMAXPS       Z5, Z7, Z7
+	VPERMPS      Z7, Z2, Z5
+	VMOVUPS      (DX)(CX*4), X24
+	VMAXPS       X5, X24, X5
+	VMAXPS       constsAVX512<>+1280(SB), X5, X6
+	VMOVUPS      X5, (DX)(CX*4)
+	VSUBPS       X6, X24, X24
+	VBROADCASTSS X6, Z5
+	VSUBPS       Z5, Z4, Z4
+	VPERMILPS    $0x55, X6, X5
+	VBROADCASTSS X5, Z5
+	VSUBPS       Z5, Z1, Z1
+	VPERMILPS    $0xaa, X6, X5
+	VBROADCASTSS X5, Z5
+	VSUBPS       Z5, Z3, Z3
+	VPERMILPS    $0xff, X6, X5
+	VBROADCASTSS X5, Z5
 	VSUBPS       Z5, Z0, Z0
-	VMOVUPS      constsAVX512<>+896(SB), Z5
-	VFMADD213PS  constsAVX512<>+960(SB), Z0, Z5
-	VFMADD213PS  constsAVX512<>+1024(SB), Z0, Z5
-	VFMADD213PS  constsAVX512<>+1088(SB), Z0, Z5
-	VFMADD213PS  constsAVX512<>+1152(SB), Z0, Z5
-	VFMADD213PS  constsAVX512<>+1216(SB), Z0, Z5
-	VFMADD213PS  constsAVX512<>+704(SB), Z0, Z5
-	VPSLLD       $0x17, Z4, Z4
-	VPADDD.Z     Z4, Z5, K4, Z5
-	MOVQ         CX, SI
-	SHLQ         $0x06, SI
-	VMOVUPS      Z5, (AX)(SI*1)
-	VSHUFF32X4   $0x4e, Z5, Z5, Z0
-	VADDPS       Z0, Z5, Z5
-	VSHUFF32X4   $0xb1, Z5, Z5, Z0
-	VADDPS       Z0, Z5, Z5
-	VPERMILPS    $0x4e, Z5, Z0
-	VADDPS       Z0, Z5, Z5
-	VPERMILPS    $0xb1, Z5, Z0
-	VADDPS       Z0, Z5, Z5
-	VSUBPS       Z3, Z2, Z2
-	VCMPPS       $0x15, constsAVX512<>+768(SB), Z2, K4
-	VMULPS       constsAVX512<>+128(SB), Z2, Z2
-	VADDPS       constsAVX512<>+832(SB), Z2, Z0
-	VSUBPS       constsAVX512<>+832(SB), Z0, Z3
-	VSUBPS       Z3, Z2, Z2
-	VMOVUPS      constsAVX512<>+896(SB), Z3
-	VFMADD213PS  constsAVX512<>+960(SB), Z2, Z3
-	VFMADD213PS  constsAVX512<>+1024(SB), Z2, Z3
-	VFMADD213PS  constsAVX512<>+1088(SB), Z2, Z3
-	VFMADD213PS  constsAVX512<>+1152(SB), Z2, Z3
-	VFMADD213PS  constsAVX512<>+1216(SB), Z2, Z3
-	VFMADD213PS  constsAVX512<>+704(SB), Z2, Z3
+	VCMPPS       $0x15, constsAVX512<>+768(SB), Z4, K4
+	VMULPS       constsAVX512<>+128(SB), Z4, Z4
+	VADDPS       constsAVX512<>+832(SB), Z4, Z5
+	VCMPPS       $0x15, constsAVX512<>+768(SB), Z1, K5
+	VMULPS       constsAVX512<>+128(SB), Z1, Z1
+	VADDPS       constsAVX512<>+832(SB), Z1, Z6
+	VCMPPS       $0x15, constsAVX512<>+768(SB), Z3, K6
+	VMULPS       constsAVX512<>+128(SB), Z3, Z3
+	VADDPS       constsAVX512<>+832(SB), Z3, Z7
+	VCMPPS       $0x15, constsAVX512<>+768(SB), Z0, K7
+	VMULPS       constsAVX512<>+128(SB), Z0, Z0
+	VADDPS       constsAVX512<>+832(SB), Z0, Z8
+	VSUBPS       constsAVX512<>+832(SB), Z5, Z9
+	VSUBPS       Z9, Z4, Z4
+	VSUBPS       constsAVX512<>+832(SB), Z6, Z9
+	VSUBPS       Z9, Z1, Z1
+	VSUBPS       constsAVX512<>+832(SB), Z7, Z9
+	VSUBPS       Z9, Z3, Z3
+	VSUBPS       constsAVX512<>+832(SB), Z8, Z9
+	VSUBPS       Z9, Z0, Z0
+	VMOVUPS      constsAVX512<>+896(SB), Z9
+	VMOVUPS      constsAVX512<>+896(SB), Z10
+	VMOVUPS      constsAVX512<>+896(SB), Z11
+	VMOVUPS      constsAVX512<>+896(SB), Z12
+	VFMADD213PS  constsAVX512<>+960(SB), Z4, Z9
+	VFMADD213PS  constsAVX512<>+960(SB), Z1, Z10
+	VFMADD213PS  constsAVX512<>+960(SB), Z3, Z11
+	VFMADD213PS  constsAVX512<>+960(SB), Z0, Z12
+	VFMADD213PS  constsAVX512<>+1024(SB), Z4, Z9
+	VFMADD213PS  constsAVX512<>+1024(SB), Z1, Z10
+	VFMADD213PS  constsAVX512<>+1024(SB), Z3, Z11
+	VFMADD213PS  constsAVX512<>+1024(SB), Z0, Z12
+	VFMADD213PS  constsAVX512<>+1088(SB), Z4, Z9
+	VFMADD213PS  constsAVX512<>+1088(SB), Z1, Z10
+	VFMADD213PS  constsAVX512<>+1088(SB), Z3, Z11
+	VFMADD213PS  constsAVX512<>+1088(SB), Z0, Z12
+	VFMADD213PS  constsAVX512<>+1152(SB), Z4, Z9
+	VFMADD213PS  constsAVX512<>+1152(SB), Z1, Z10
+	VFMADD213PS  constsAVX512<>+1152(SB), Z3, Z11
+	VFMADD213PS  constsAVX512<>+1152(SB), Z0, Z12
+	VFMADD213PS  constsAVX512<>+1216(SB), Z4, Z9
+	VFMADD213PS  constsAVX512<>+1216(SB), Z1, Z10
+	VFMADD213PS  constsAVX512<>+1216(SB), Z3, Z11
+	VFMADD213PS  constsAVX512<>+1216(SB), Z0, Z12
+	VFMADD213PS  constsAVX512<>+704(SB), Z4, Z9
+	VFMADD213PS  constsAVX512<>+704(SB), Z1, Z10
+	VFMADD213PS  constsAVX512<>+704(SB), Z3, Z11
+	VFMADD213PS  constsAVX512<>+704(SB), Z0, Z12
+	VPSLLD       $0x17, Z5, Z5
+	VPADDD.Z     Z5, Z9, K4, Z9
+	VPSLLD       $0x17, Z6, Z6
+	VPADDD.Z     Z6, Z10, K5, Z10
+	VPSLLD       $0x17, Z7, Z7
+	VPADDD.Z     Z7, Z11, K6, Z11
+	VPSLLD       $0x17, Z8, Z8
+	VPADDD.Z     Z8, Z12, K7, Z12
+	MOVQ         CX, DX
+	SHLQ         $0x06, DX
+	VMOVUPS      Z9, (AX)(DX*1)
+	VMOVUPS      Z10, 64(AX)(DX*1)
+	VMOVUPS      Z11, 128(AX)(DX*1)
+	VMOVUPS      Z12, 192(AX)(DX*1)
+	VCMPPS       $0x15, constsAVX512<>+768(SB), Z24, K4
+	VMULPS       constsAVX512<>+128(SB), Z24, Z24
+	VADDPS       constsAVX512<>+832(SB), Z24, Z0
+	VSUBPS       constsAVX512<>+832(SB), Z0, Z1
+	VSUBPS       Z1, Z24, Z24
+	VMOVUPS      constsAVX512<>+896(SB), Z1
+	VFMADD213PS  constsAVX512<>+960(SB), Z24, Z1
+	VFMADD213PS  constsAVX512<>+1024(SB), Z24, Z1
+	VFMADD213PS  constsAVX512<>+1088(SB), Z24, Z1
+	VFMADD213PS  constsAVX512<>+1152(SB), Z24, Z1
+	VFMADD213PS  constsAVX512<>+1216(SB), Z24, Z1
+	VFMADD213PS  constsAVX512<>+704(SB), Z24, Z1
 	VPSLLD       $0x17, Z0, Z0
-	VPADDD.Z     Z0, Z3, K4, Z3
-	VBROADCASTSS (BX)(CX*4), Z0
-	VFMADD213PS  Z5, Z3, Z0
-	VMOVSS       X0, (BX)(CX*4)
-	VMOVSS       X1, (DX)(CX*4)
-	VMOVSS       X3, 1024(AX)(CX*4)
+	VPADDD.Z     Z0, Z1, K4, Z1
+	VSHUFF32X4   $0x44, Z10, Z9, Z0
+	VSHUFF32X4   $0xee, Z10, Z9, Z3
+	VADDPS       Z3, Z0, Z0
+	VSHUFF32X4   $0x44, Z12, Z11, Z3
+	VSHUFF32X4   $0xee, Z12, Z11, Z4
+	VADDPS       Z4, Z3, Z3
+	VSHUFF32X4   $0x88, Z3, Z0, Z4
+	VSHUFF32X4   $0xdd, Z3, Z0, Z0
+	VADDPS       Z0, Z4, Z4
+	VPERMILPS    $0x4e, Z4, Z0
+	VADDPS       Z0, Z4, Z4
+	VPERMILPS    $0xb1, Z4, Z0
+	VADDPS       Z0, Z4, Z4
+	VPERMPS      Z4, Z2, Z0
+	VMOVUPS      (BX)(CX*4), X2
+	VFMADD213PS  X0, X1, X2
+	VMOVUPS      X2, (BX)(CX*4)
+	VMOVUPS      X1, 1024(AX)(CX*4)
 	MOVQ         88(SP), CX
 	MOVQ         96(SP), DX
 	ADDQ         $0x04, CX
@@ -48978,67 +48877,6 @@ scores_rows4_pass3_fold:
 scores_rows4_row0_noalibi:
 	VMOVUPS      constsAVX512<>+1344(SB), Z2
 	VBLENDMPS    Z2, Z4, K3, Z4
-	MOVQ         88(SP), CX
-	MOVQ         m+96(FP), DX
-	MOVQ         l+104(FP), BX
-	VMOVUPS      Z4, Z2
-	VSHUFF32X4   $0x4e, Z2, Z2, Z5
-	VMAXPS       Z5, Z2, Z2
-	VSHUFF32X4   $0xb1, Z2, Z2, Z5
-	VMAXPS       Z5, Z2, Z2
-	VPERMILPS    $0x4e, Z2, Z5
-	VMAXPS       Z5, Z2, Z2
-	VPERMILPS    $0xb1, Z2, Z5
-	VMAXPS       Z5, Z2, Z2
-	VBROADCASTSS (DX)(CX*4), Z5
-	VMAXPS       Z2, Z5, Z2
-	VMAXPS       constsAVX512<>+1280(SB), Z2, Z6
-	VSUBPS       Z6, Z4, Z4
-	VCMPPS       $0x15, constsAVX512<>+768(SB), Z4, K4
-	VMULPS       constsAVX512<>+128(SB), Z4, Z4
-	VADDPS       constsAVX512<>+832(SB), Z4, Z7
-	VSUBPS       constsAVX512<>+832(SB), Z7, Z8
-	VSUBPS       Z8, Z4, Z4
-	VMOVUPS      constsAVX512<>+896(SB), Z8
-	VFMADD213PS  constsAVX512<>+960(SB), Z4, Z8
-	VFMADD213PS  constsAVX512<>+1024(SB), Z4, Z8
-	VFMADD213PS  constsAVX512<>+1088(SB), Z4, Z8
-	VFMADD213PS  constsAVX512<>+1152(SB), Z4, Z8
-	VFMADD213PS  constsAVX512<>+1216(SB), Z4, Z8
-	VFMADD213PS  constsAVX512<>+704(SB), Z4, Z8
-	VPSLLD       $0x17, Z7, Z7
-	VPADDD.Z     Z7, Z8, K4, Z8
-	MOVQ         CX, SI
-	SHLQ         $0x06, SI
-	VMOVUPS      Z8, (AX)(SI*1)
-	VSHUFF32X4   $0x4e, Z8, Z8, Z4
-	VADDPS       Z4, Z8, Z8
-	VSHUFF32X4   $0xb1, Z8, Z8, Z4
-	VADDPS       Z4, Z8, Z8
-	VPERMILPS    $0x4e, Z8, Z4
-	VADDPS       Z4, Z8, Z8
-	VPERMILPS    $0xb1, Z8, Z4
-	VADDPS       Z4, Z8, Z8
-	VSUBPS       Z6, Z5, Z5
-	VCMPPS       $0x15, constsAVX512<>+768(SB), Z5, K4
-	VMULPS       constsAVX512<>+128(SB), Z5, Z5
-	VADDPS       constsAVX512<>+832(SB), Z5, Z4
-	VSUBPS       constsAVX512<>+832(SB), Z4, Z6
-	VSUBPS       Z6, Z5, Z5
-	VMOVUPS      constsAVX512<>+896(SB), Z6
-	VFMADD213PS  constsAVX512<>+960(SB), Z5, Z6
-	VFMADD213PS  constsAVX512<>+1024(SB), Z5, Z6
-	VFMADD213PS  constsAVX512<>+1088(SB), Z5, Z6
-	VFMADD213PS  constsAVX512<>+1152(SB), Z5, Z6
-	VFMADD213PS  constsAVX512<>+1216(SB), Z5, Z6
-	VFMADD213PS  constsAVX512<>+704(SB), Z5, Z6
-	VPSLLD       $0x17, Z4, Z4
-	VPADDD.Z     Z4, Z6, K4, Z6
-	VBROADCASTSS (BX)(CX*4), Z4
-	VFMADD213PS  Z8, Z6, Z4
-	VMOVSS       X4, (BX)(CX*4)
-	VMOVSS       X2, (DX)(CX*4)
-	VMOVSS       X6, 1024(AX)(CX*4)
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
 	JZ           scores_rows4_row1_noalibi
@@ -49053,75 +48891,13 @@ scores_rows4_row0_noalibi:
 	VADDSS       (BX)(DX*4), X2, X2
 	VBROADCASTSS X2, Z2
 	VADDPS       iotaAVX512<>+0(SB), Z2, Z2
-	VBROADCASTSS (CX)(DX*4), Z4
-	VMULPS       Z4, Z2, Z2
+	VBROADCASTSS (CX)(DX*4), Z5
+	VMULPS       Z5, Z2, Z2
 	VADDPS       Z2, Z1, Z1
 
 scores_rows4_row1_noalibi:
 	VMOVUPS      constsAVX512<>+1344(SB), Z2
 	VBLENDMPS    Z2, Z1, K3, Z1
-	MOVQ         88(SP), CX
-	ADDQ         $0x01, CX
-	MOVQ         m+96(FP), DX
-	MOVQ         l+104(FP), BX
-	VMOVUPS      Z1, Z2
-	VSHUFF32X4   $0x4e, Z2, Z2, Z4
-	VMAXPS       Z4, Z2, Z2
-	VSHUFF32X4   $0xb1, Z2, Z2, Z4
-	VMAXPS       Z4, Z2, Z2
-	VPERMILPS    $0x4e, Z2, Z4
-	VMAXPS       Z4, Z2, Z2
-	VPERMILPS    $0xb1, Z2, Z4
-	VMAXPS       Z4, Z2, Z2
-	VBROADCASTSS (DX)(CX*4), Z4
-	VMAXPS       Z2, Z4, Z2
-	VMAXPS       constsAVX512<>+1280(SB), Z2, Z5
-	VSUBPS       Z5, Z1, Z1
-	VCMPPS       $0x15, constsAVX512<>+768(SB), Z1, K4
-	VMULPS       constsAVX512<>+128(SB), Z1, Z1
-	VADDPS       constsAVX512<>+832(SB), Z1, Z6
-	VSUBPS       constsAVX512<>+832(SB), Z6, Z7
-	VSUBPS       Z7, Z1, Z1
-	VMOVUPS      constsAVX512<>+896(SB), Z7
-	VFMADD213PS  constsAVX512<>+960(SB), Z1, Z7
-	VFMADD213PS  constsAVX512<>+1024(SB), Z1, Z7
-	VFMADD213PS  constsAVX512<>+1088(SB), Z1, Z7
-	VFMADD213PS  constsAVX512<>+1152(SB), Z1, Z7
-	VFMADD213PS  constsAVX512<>+1216(SB), Z1, Z7
-	VFMADD213PS  constsAVX512<>+704(SB), Z1, Z7
-	VPSLLD       $0x17, Z6, Z6
-	VPADDD.Z     Z6, Z7, K4, Z7
-	MOVQ         CX, SI
-	SHLQ         $0x06, SI
-	VMOVUPS      Z7, (AX)(SI*1)
-	VSHUFF32X4   $0x4e, Z7, Z7, Z1
-	VADDPS       Z1, Z7, Z7
-	VSHUFF32X4   $0xb1, Z7, Z7, Z1
-	VADDPS       Z1, Z7, Z7
-	VPERMILPS    $0x4e, Z7, Z1
-	VADDPS       Z1, Z7, Z7
-	VPERMILPS    $0xb1, Z7, Z1
-	VADDPS       Z1, Z7, Z7
-	VSUBPS       Z5, Z4, Z4
-	VCMPPS       $0x15, constsAVX512<>+768(SB), Z4, K4
-	VMULPS       constsAVX512<>+128(SB), Z4, Z4
-	VADDPS       constsAVX512<>+832(SB), Z4, Z1
-	VSUBPS       constsAVX512<>+832(SB), Z1, Z5
-	VSUBPS       Z5, Z4, Z4
-	VMOVUPS      constsAVX512<>+896(SB), Z5
-	VFMADD213PS  constsAVX512<>+960(SB), Z4, Z5
-	VFMADD213PS  constsAVX512<>+1024(SB), Z4, Z5
-	VFMADD213PS  constsAVX512<>+1088(SB), Z4, Z5
-	VFMADD213PS  constsAVX512<>+1152(SB), Z4, Z5
-	VFMADD213PS  constsAVX512<>+1216(SB), Z4, Z5
-	VFMADD213PS  constsAVX512<>+704(SB), Z4, Z5
-	VPSLLD       $0x17, Z1, Z1
-	VPADDD.Z     Z1, Z5, K4, Z5
-	VBROADCASTSS (BX)(CX*4), Z1
-	VFMADD213PS  Z7, Z5, Z1
-	VMOVSS       X1, (BX)(CX*4)
-	VMOVSS       X2, (DX)(CX*4)
-	VMOVSS       X5, 1024(AX)(CX*4)
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
 	JZ           scores_rows4_row2_noalibi
@@ -49129,82 +48905,20 @@ scores_rows4_row1_noalibi:
 	ADDQ         $0x02, DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX512<>+2048(SB), Z1
-	VCVTSI2SSQ   BX, X1, X1
+	VMOVUPS      constsAVX512<>+2048(SB), Z2
+	VCVTSI2SSQ   BX, X2, X2
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
-	VADDSS       (BX)(DX*4), X1, X1
-	VBROADCASTSS X1, Z1
-	VADDPS       iotaAVX512<>+0(SB), Z1, Z1
-	VBROADCASTSS (CX)(DX*4), Z2
-	VMULPS       Z2, Z1, Z1
-	VADDPS       Z1, Z3, Z3
+	VADDSS       (BX)(DX*4), X2, X2
+	VBROADCASTSS X2, Z2
+	VADDPS       iotaAVX512<>+0(SB), Z2, Z2
+	VBROADCASTSS (CX)(DX*4), Z5
+	VMULPS       Z5, Z2, Z2
+	VADDPS       Z2, Z3, Z3
 
 scores_rows4_row2_noalibi:
-	VMOVUPS      constsAVX512<>+1344(SB), Z1
-	VBLENDMPS    Z1, Z3, K3, Z3
-	MOVQ         88(SP), CX
-	ADDQ         $0x02, CX
-	MOVQ         m+96(FP), DX
-	MOVQ         l+104(FP), BX
-	VMOVUPS      Z3, Z1
-	VSHUFF32X4   $0x4e, Z1, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VSHUFF32X4   $0xb1, Z1, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VPERMILPS    $0x4e, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VPERMILPS    $0xb1, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VBROADCASTSS (DX)(CX*4), Z2
-	VMAXPS       Z1, Z2, Z1
-	VMAXPS       constsAVX512<>+1280(SB), Z1, Z4
-	VSUBPS       Z4, Z3, Z3
-	VCMPPS       $0x15, constsAVX512<>+768(SB), Z3, K4
-	VMULPS       constsAVX512<>+128(SB), Z3, Z3
-	VADDPS       constsAVX512<>+832(SB), Z3, Z5
-	VSUBPS       constsAVX512<>+832(SB), Z5, Z6
-	VSUBPS       Z6, Z3, Z3
-	VMOVUPS      constsAVX512<>+896(SB), Z6
-	VFMADD213PS  constsAVX512<>+960(SB), Z3, Z6
-	VFMADD213PS  constsAVX512<>+1024(SB), Z3, Z6
-	VFMADD213PS  constsAVX512<>+1088(SB), Z3, Z6
-	VFMADD213PS  constsAVX512<>+1152(SB), Z3, Z6
-	VFMADD213PS  constsAVX512<>+1216(SB), Z3, Z6
-	VFMADD213PS  constsAVX512<>+704(SB), Z3, Z6
-	VPSLLD       $0x17, Z5, Z5
-	VPADDD.Z     Z5, Z6, K4, Z6
-	MOVQ         CX, SI
-	SHLQ         $0x06, SI
-	VMOVUPS      Z6, (AX)(SI*1)
-	VSHUFF32X4   $0x4e, Z6, Z6, Z3
-	VADDPS       Z3, Z6, Z6
-	VSHUFF32X4   $0xb1, Z6, Z6, Z3
-	VADDPS       Z3, Z6, Z6
-	VPERMILPS    $0x4e, Z6, Z3
-	VADDPS       Z3, Z6, Z6
-	VPERMILPS    $0xb1, Z6, Z3
-	VADDPS       Z3, Z6, Z6
-	VSUBPS       Z4, Z2, Z2
-	VCMPPS       $0x15, constsAVX512<>+768(SB), Z2, K4
-	VMULPS       constsAVX512<>+128(SB), Z2, Z2
-	VADDPS       constsAVX512<>+832(SB), Z2, Z3
-	VSUBPS       constsAVX512<>+832(SB), Z3, Z4
-	VSUBPS       Z4, Z2, Z2
-	VMOVUPS      constsAVX512<>+896(SB), Z4
-	VFMADD213PS  constsAVX512<>+960(SB), Z2, Z4
-	VFMADD213PS  constsAVX512<>+1024(SB), Z2, Z4
-	VFMADD213PS  constsAVX512<>+1088(SB), Z2, Z4
-	VFMADD213PS  constsAVX512<>+1152(SB), Z2, Z4
-	VFMADD213PS  constsAVX512<>+1216(SB), Z2, Z4
-	VFMADD213PS  constsAVX512<>+704(SB), Z2, Z4
-	VPSLLD       $0x17, Z3, Z3
-	VPADDD.Z     Z3, Z4, K4, Z4
-	VBROADCASTSS (BX)(CX*4), Z2
-	VFMADD213PS  Z6, Z4, Z2
-	VMOVSS       X2, (BX)(CX*4)
-	VMOVSS       X1, (DX)(CX*4)
-	VMOVSS       X4, 1024(AX)(CX*4)
+	VMOVUPS      constsAVX512<>+1344(SB), Z2
+	VBLENDMPS    Z2, Z3, K3, Z3
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
 	JZ           scores_rows4_row3_noalibi
@@ -49212,82 +48926,148 @@ scores_rows4_row2_noalibi:
 	ADDQ         $0x03, DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX512<>+2048(SB), Z1
-	VCVTSI2SSQ   BX, X1, X1
+	VMOVUPS      constsAVX512<>+2048(SB), Z2
+	VCVTSI2SSQ   BX, X2, X2
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
-	VADDSS       (BX)(DX*4), X1, X1
-	VBROADCASTSS X1, Z1
-	VADDPS       iotaAVX512<>+0(SB), Z1, Z1
-	VBROADCASTSS (CX)(DX*4), Z2
-	VMULPS       Z2, Z1, Z1
-	VADDPS       Z1, Z0, Z0
+	VADDSS       (BX)(DX*4), X2, X2
+	VBROADCASTSS X2, Z2
+	VADDPS       iotaAVX512<>+0(SB), Z2, Z2
+	VBROADCASTSS (CX)(DX*4), Z5
+	VMULPS       Z5, Z2, Z2
+	VADDPS       Z2, Z0, Z0
 
 scores_rows4_row3_noalibi:
-	VMOVUPS      constsAVX512<>+1344(SB), Z1
-	VBLENDMPS    Z1, Z0, K3, Z0
+	VMOVUPS      constsAVX512<>+1344(SB), Z2
+	VBLENDMPS    Z2, Z0, K3, Z0
 	MOVQ         88(SP), CX
-	ADDQ         $0x03, CX
 	MOVQ         m+96(FP), DX
 	MOVQ         l+104(FP), BX
-	VMOVUPS      Z0, Z1
-	VSHUFF32X4   $0x4e, Z1, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VSHUFF32X4   $0xb1, Z1, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VPERMILPS    $0x4e, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VPERMILPS    $0xb1, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VBROADCASTSS (DX)(CX*4), Z2
-	VMAXPS       Z1, Z2, Z1
-	VMAXPS       constsAVX512<>+1280(SB), Z1, Z3
-	VSUBPS       Z3, Z0, Z0
-	VCMPPS       $0x15, constsAVX512<>+768(SB), Z0, K4
-	VMULPS       constsAVX512<>+128(SB), Z0, Z0
-	VADDPS       constsAVX512<>+832(SB), Z0, Z4
-	VSUBPS       constsAVX512<>+832(SB), Z4, Z5
+	VMOVUPS      blockFirstsAVX512<>+0(SB), Z2
+	VSHUFF32X4   $0x44, Z1, Z4, Z5
+	VSHUFF32X4   $0xee, Z1, Z4, Z6
+	VMAXPS       Z6, Z5, Z5
+	VSHUFF32X4   $0x44, Z0, Z3, Z6
+	VSHUFF32X4   $0xee, Z0, Z3, Z7
+	VMAXPS       Z7, Z6, Z6
+	VSHUFF32X4   $0x88, Z6, Z5, Z7
+	VSHUFF32X4   $0xdd, Z6, Z5, Z5
+	VMAXPS       Z5, Z7, Z7
+	VPERMILPS    $0x4e, Z7, Z5
+	VMAXPS       Z5, Z7, Z7
+	VPERMILPS    $0xb1, Z7, Z5
+	VMAXPS       Z5, Z7, Z7
+	VPERMPS      Z7, Z2, Z5
+	VMOVUPS      (DX)(CX*4), X25
+	VMAXPS       X5, X25, X5
+	VMAXPS       constsAVX512<>+1280(SB), X5, X6
+	VMOVUPS      X5, (DX)(CX*4)
+	VSUBPS       X6, X25, X25
+	VBROADCASTSS X6, Z5
+	VSUBPS       Z5, Z4, Z4
+	VPERMILPS    $0x55, X6, X5
+	VBROADCASTSS X5, Z5
+	VSUBPS       Z5, Z1, Z1
+	VPERMILPS    $0xaa, X6, X5
+	VBROADCASTSS X5, Z5
+	VSUBPS       Z5, Z3, Z3
+	VPERMILPS    $0xff, X6, X5
+	VBROADCASTSS X5, Z5
 	VSUBPS       Z5, Z0, Z0
-	VMOVUPS      constsAVX512<>+896(SB), Z5
-	VFMADD213PS  constsAVX512<>+960(SB), Z0, Z5
-	VFMADD213PS  constsAVX512<>+1024(SB), Z0, Z5
-	VFMADD213PS  constsAVX512<>+1088(SB), Z0, Z5
-	VFMADD213PS  constsAVX512<>+1152(SB), Z0, Z5
-	VFMADD213PS  constsAVX512<>+1216(SB), Z0, Z5
-	VFMADD213PS  constsAVX512<>+704(SB), Z0, Z5
-	VPSLLD       $0x17, Z4, Z4
-	VPADDD.Z     Z4, Z5, K4, Z5
-	MOVQ         CX, SI
-	SHLQ         $0x06, SI
-	VMOVUPS      Z5, (AX)(SI*1)
-	VSHUFF32X4   $0x4e, Z5, Z5, Z0
-	VADDPS       Z0, Z5, Z5
-	VSHUFF32X4   $0xb1, Z5, Z5, Z0
-	VADDPS       Z0, Z5, Z5
-	VPERMILPS    $0x4e, Z5, Z0
-	VADDPS       Z0, Z5, Z5
-	VPERMILPS    $0xb1, Z5, Z0
-	VADDPS       Z0, Z5, Z5
-	VSUBPS       Z3, Z2, Z2
-	VCMPPS       $0x15, constsAVX512<>+768(SB), Z2, K4
-	VMULPS       constsAVX512<>+128(SB), Z2, Z2
-	VADDPS       constsAVX512<>+832(SB), Z2, Z0
-	VSUBPS       constsAVX512<>+832(SB), Z0, Z3
-	VSUBPS       Z3, Z2, Z2
-	VMOVUPS      constsAVX512<>+896(SB), Z3
-	VFMADD213PS  constsAVX512<>+960(SB), Z2, Z3
-	VFMADD213PS  constsAVX512<>+1024(SB), Z2, Z3
-	VFMADD213PS  constsAVX512<>+1088(SB), Z2, Z3
-	VFMADD213PS  constsAVX512<>+1152(SB), Z2, Z3
-	VFMADD213PS  constsAVX512<>+1216(SB), Z2, Z3
-	VFMADD213PS  constsAVX512<>+704(SB), Z2, Z3
+	VCMPPS       $0x15, constsAVX512<>+768(SB), Z4, K4
+	VMULPS       constsAVX512<>+128(SB), Z4, Z4
+	VADDPS       constsAVX512<>+832(SB), Z4, Z5
+	VCMPPS       $0x15, constsAVX512<>+768(SB), Z1, K5
+	VMULPS       constsAVX512<>+128(SB), Z1, Z1
+	VADDPS       constsAVX512<>+832(SB), Z1, Z6
+	VCMPPS       $0x15, constsAVX512<>+768(SB), Z3, K6
+	VMULPS       constsAVX512<>+128(SB), Z3, Z3
+	VADDPS       constsAVX512<>+832(SB), Z3, Z7
+	VCMPPS       $0x15, constsAVX512<>+768(SB), Z0, K7
+	VMULPS       constsAVX512<>+128(SB), Z0, Z0
+	VADDPS       constsAVX512<>+832(SB), Z0, Z8
+	VSUBPS       constsAVX512<>+832(SB), Z5, Z9
+	VSUBPS       Z9, Z4, Z4
+	VSUBPS       constsAVX512<>+832(SB), Z6, Z9
+	VSUBPS       Z9, Z1, Z1
+	VSUBPS       constsAVX512<>+832(SB), Z7, Z9
+	VSUBPS       Z9, Z3, Z3
+	VSUBPS       constsAVX512<>+832(SB), Z8, Z9
+	VSUBPS       Z9, Z0, Z0
+	VMOVUPS      constsAVX512<>+896(SB), Z9
+	VMOVUPS      constsAVX512<>+896(SB), Z10
+	VMOVUPS      constsAVX512<>+896(SB), Z11
+	VMOVUPS      constsAVX512<>+896(SB), Z12
+	VFMADD213PS  constsAVX512<>+960(SB), Z4, Z9
+	VFMADD213PS  constsAVX512<>+960(SB), Z1, Z10
+	VFMADD213PS  constsAVX512<>+960(SB), Z3, Z11
+	VFMADD213PS  constsAVX512<>+960(SB), Z0, Z12
+	VFMADD213PS  constsAVX512<>+1024(SB), Z4, Z9
+	VFMADD213PS  constsAVX512<>+1024(SB), Z1, Z10
+	VFMADD213PS  constsAVX512<>+1024(SB), Z3, Z11
+	VFMADD213PS  constsAVX512<>+1024(SB), Z0, Z12
+	VFMADD213PS  constsAVX512<>+1088(SB), Z4, Z9
+	VFMADD213PS  constsAVX512<>+1088(SB), Z1, Z10
+	VFMADD213PS  constsAVX512<>+1088(SB), Z3, Z11
+	VFMADD213PS  constsAVX512<>+1088(SB), Z0, Z12
+	VFMADD213PS  constsAVX512<>+1152(SB), Z4, Z9
+	VFMADD213PS  constsAVX512<>+1152(SB), Z1, Z10
+	VFMADD213PS  constsAVX512<>+1152(SB), Z3, Z11
+	VFMADD213PS  constsAVX512<>+1152(SB), Z0, Z12
+	VFMADD213PS  constsAVX512<>+1216(SB), Z4, Z9
+	VFMADD213PS  constsAVX512<>+1216(SB), Z1, Z10
+	VFMADD213PS  constsAVX512<>+1216(SB), Z3, Z11
+	VFMADD213PS  constsAVX512<>+1216(SB), Z0, Z12
+	VFMADD213PS  constsAVX512<>+704(SB), Z4, Z9
+	VFMADD213PS  constsAVX512<>+704(SB), Z1, Z10
+	VFMADD213PS  constsAVX512<>+704(SB), Z3, Z11
+	VFMADD213PS  constsAVX512<>+704(SB), Z0, Z12
+	VPSLLD       $0x17, Z5, Z5
+	VPADDD.Z     Z5, Z9, K4, Z9
+	VPSLLD       $0x17, Z6, Z6
+	VPADDD.Z     Z6, Z10, K5, Z10
+	VPSLLD       $0x17, Z7, Z7
+	VPADDD.Z     Z7, Z11, K6, Z11
+	VPSLLD       $0x17, Z8, Z8
+	VPADDD.Z     Z8, Z12, K7, Z12
+	MOVQ         CX, DX
+	SHLQ         $0x06, DX
+	VMOVUPS      Z9, (AX)(DX*1)
+	VMOVUPS      Z10, 64(AX)(DX*1)
+	VMOVUPS      Z11, 128(AX)(DX*1)
+	VMOVUPS      Z12, 192(AX)(DX*1)
+	VCMPPS       $0x15, constsAVX512<>+768(SB), Z25, K4
+	VMULPS       constsAVX512<>+128(SB), Z25, Z25
+	VADDPS       constsAVX512<>+832(SB), Z25, Z0
+	VSUBPS       constsAVX512<>+832(SB), Z0, Z1
+	VSUBPS       Z1, Z25, Z25
+	VMOVUPS      constsAVX512<>+896(SB), Z1
+	VFMADD213PS  constsAVX512<>+960(SB), Z25, Z1
+	VFMADD213PS  constsAVX512<>+1024(SB), Z25, Z1
+	VFMADD213PS  constsAVX512<>+1088(SB), Z25, Z1
+	VFMADD213PS  constsAVX512<>+1152(SB), Z25, Z1
+	VFMADD213PS  constsAVX512<>+1216(SB), Z25, Z1
+	VFMADD213PS  constsAVX512<>+704(SB), Z25, Z1
 	VPSLLD       $0x17, Z0, Z0
-	VPADDD.Z     Z0, Z3, K4, Z3
-	VBROADCASTSS (BX)(CX*4), Z0
-	VFMADD213PS  Z5, Z3, Z0
-	VMOVSS       X0, (BX)(CX*4)
-	VMOVSS       X1, (DX)(CX*4)
-	VMOVSS       X3, 1024(AX)(CX*4)
+	VPADDD.Z     Z0, Z1, K4, Z1
+	VSHUFF32X4   $0x44, Z10, Z9, Z0
+	VSHUFF32X4   $0xee, Z10, Z9, Z3
+	VADDPS       Z3, Z0, Z0
+	VSHUFF32X4   $0x44, Z12, Z11, Z3
+	VSHUFF32X4   $0xee, Z12, Z11, Z4
+	VADDPS       Z4, Z3, Z3
+	VSHUFF32X4   $0x88, Z3, Z0, Z4
+	VSHUFF32X4   $0xdd, Z3, Z0, Z0
+	VADDPS       Z0, Z4, Z4
+	VPERMILPS    $0x4e, Z4, Z0
+	VADDPS       Z0, Z4, Z4
+	VPERMILPS    $0xb1, Z4, Z0
+	VADDPS       Z0, Z4, Z4
+	VPERMPS      Z4, Z2, Z0
+	VMOVUPS      (BX)(CX*4), X2
+	VFMADD213PS  X0, X1, X2
+	VMOVUPS      X2, (BX)(CX*4)
+	VMOVUPS      X1, 1024(AX)(CX*4)
 	MOVQ         88(SP), CX
 	MOVQ         96(SP), DX
 	ADDQ         $0x04, CX
@@ -53919,7 +53699,7 @@ panelnext:
 	RET
 
 // func DecodeF16AVX512(q *float32, rows int, kvec int, ktail int, k *uint16, ldk int, v *uint16, ldv int, nk int, vvec int, vtail int, o *float32, m *float32, l *float32, s *float32, alibi *float32)
-// Requires: AVX, AVX512BW, AVX512F, MMX+
+// Requires: AVX, AVX512BW, AVX512F, FMA3, MMX+
 TEXT ·DecodeF16AVX512(SB), NOSPLIT, $144-128
 	MOVQ s+112(FP), AX
 	MOVQ ldk+40(FP), CX
@@ -54710,67 +54490,6 @@ scores_rows4_prefetched_pass3_fold:
 scores_rows4_prefetched_row0_noalibi:
 	VMOVUPS      constsAVX512<>+1344(SB), Z2
 	VBLENDMPS    Z2, Z4, K3, Z4
-	MOVQ         88(SP), CX
-	MOVQ         m+96(FP), DX
-	MOVQ         l+104(FP), BX
-	VMOVUPS      Z4, Z2
-	VSHUFF32X4   $0x4e, Z2, Z2, Z5
-	VMAXPS       Z5, Z2, Z2
-	VSHUFF32X4   $0xb1, Z2, Z2, Z5
-	VMAXPS       Z5, Z2, Z2
-	VPERMILPS    $0x4e, Z2, Z5
-	VMAXPS       Z5, Z2, Z2
-	VPERMILPS    $0xb1, Z2, Z5
-	VMAXPS       Z5, Z2, Z2
-	VBROADCASTSS (DX)(CX*4), Z5
-	VMAXPS       Z2, Z5, Z2
-	VMAXPS       constsAVX512<>+1280(SB), Z2, Z6
-	VSUBPS       Z6, Z4, Z4
-	VCMPPS       $0x15, constsAVX512<>+768(SB), Z4, K4
-	VMULPS       constsAVX512<>+128(SB), Z4, Z4
-	VADDPS       constsAVX512<>+832(SB), Z4, Z7
-	VSUBPS       constsAVX512<>+832(SB), Z7, Z8
-	VSUBPS       Z8, Z4, Z4
-	VMOVUPS      constsAVX512<>+896(SB), Z8
-	VFMADD213PS  constsAVX512<>+960(SB), Z4, Z8
-	VFMADD213PS  constsAVX512<>+1024(SB), Z4, Z8
-	VFMADD213PS  constsAVX512<>+1088(SB), Z4, Z8
-	VFMADD213PS  constsAVX512<>+1152(SB), Z4, Z8
-	VFMADD213PS  constsAVX512<>+1216(SB), Z4, Z8
-	VFMADD213PS  constsAVX512<>+704(SB), Z4, Z8
-	VPSLLD       $0x17, Z7, Z7
-	VPADDD.Z     Z7, Z8, K4, Z8
-	MOVQ         CX, SI
-	SHLQ         $0x06, SI
-	VMOVUPS      Z8, (AX)(SI*1)
-	VSHUFF32X4   $0x4e, Z8, Z8, Z4
-	VADDPS       Z4, Z8, Z8
-	VSHUFF32X4   $0xb1, Z8, Z8, Z4
-	VADDPS       Z4, Z8, Z8
-	VPERMILPS    $0x4e, Z8, Z4
-	VADDPS       Z4, Z8, Z8
-	VPERMILPS    $0xb1, Z8, Z4
-	VADDPS       Z4, Z8, Z8
-	VSUBPS       Z6, Z5, Z5
-	VCMPPS       $0x15, constsAVX512<>+768(SB), Z5, K4
-	VMULPS       constsAVX512<>+128(SB), Z5, Z5
-	VADDPS       constsAVX512<>+832(SB), Z5, Z4
-	VSUBPS       constsAVX512<>+832(SB), Z4, Z6
-	VSUBPS       Z6, Z5, Z5
-	VMOVUPS      constsAVX512<>+896(SB), Z6
-	VFMADD213PS  constsAVX512<>+960(SB), Z5, Z6
-	VFMADD213PS  constsAVX512<>+1024(SB), Z5, Z6
-	VFMADD213PS  constsAVX512<>+1088(SB), Z5, Z6
-	VFMADD213PS  constsAVX512<>+1152(SB), Z5, Z6
-	VFMADD213PS  constsAVX512<>+1216(SB), Z5, Z6
-	VFMADD213PS  constsAVX512<>+704(SB), Z5, Z6
-	VPSLLD       $0x17, Z4, Z4
-	VPADDD.Z     Z4, Z6, K4, Z6
-	VBROADCASTSS (BX)(CX*4), Z4
-	VFMADD213PS  Z8, Z6, Z4
-	VMOVSS       X4, (BX)(CX*4)
-	VMOVSS       X2, (DX)(CX*4)
-	VMOVSS       X6, 1024(AX)(CX*4)
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
 	JZ           scores_rows4_prefetched_row1_noalibi
@@ -54785,75 +54504,13 @@ scores_rows4_prefetched_row0_noalibi:
 	VADDSS       (BX)(DX*4), X2, X2
 	VBROADCASTSS X2, Z2
 	VADDPS       iotaAVX512<>+0(SB), Z2, Z2
-	VBROADCASTSS (CX)(DX*4), Z4
-	VMULPS       Z4, Z2, Z2
+	VBROADCASTSS (CX)(DX*4), Z5
+	VMULPS       Z5, Z2, Z2
 	VADDPS       Z2, Z1, Z1
 
 scores_rows4_prefetched_row1_noalibi:
 	VMOVUPS      constsAVX512<>+1344(SB), Z2
 	VBLENDMPS    Z2, Z1, K3, Z1
-	MOVQ         88(SP), CX
-	ADDQ         $0x01, CX
-	MOVQ         m+96(FP), DX
-	MOVQ         l+104(FP), BX
-	VMOVUPS      Z1, Z2
-	VSHUFF32X4   $0x4e, Z2, Z2, Z4
-	VMAXPS       Z4, Z2, Z2
-	VSHUFF32X4   $0xb1, Z2, Z2, Z4
-	VMAXPS       Z4, Z2, Z2
-	VPERMILPS    $0x4e, Z2, Z4
-	VMAXPS       Z4, Z2, Z2
-	VPERMILPS    $0xb1, Z2, Z4
-	VMAXPS       Z4, Z2, Z2
-	VBROADCASTSS (DX)(CX*4), Z4
-	VMAXPS       Z2, Z4, Z2
-	VMAXPS       constsAVX512<>+1280(SB), Z2, Z5
-	VSUBPS       Z5, Z1, Z1
-	VCMPPS       $0x15, constsAVX512<>+768(SB), Z1, K4
-	VMULPS       constsAVX512<>+128(SB), Z1, Z1
-	VADDPS       constsAVX512<>+832(SB), Z1, Z6
-	VSUBPS       constsAVX512<>+832(SB), Z6, Z7
-	VSUBPS       Z7, Z1, Z1
-	VMOVUPS      constsAVX512<>+896(SB), Z7
-	VFMADD213PS  constsAVX512<>+960(SB), Z1, Z7
-	VFMADD213PS  constsAVX512<>+1024(SB), Z1, Z7
-	VFMADD213PS  constsAVX512<>+1088(SB), Z1, Z7
-	VFMADD213PS  constsAVX512<>+1152(SB), Z1, Z7
-	VFMADD213PS  constsAVX512<>+1216(SB), Z1, Z7
-	VFMADD213PS  constsAVX512<>+704(SB), Z1, Z7
-	VPSLLD       $0x17, Z6, Z6
-	VPADDD.Z     Z6, Z7, K4, Z7
-	MOVQ         CX, SI
-	SHLQ         $0x06, SI
-	VMOVUPS      Z7, (AX)(SI*1)
-	VSHUFF32X4   $0x4e, Z7, Z7, Z1
-	VADDPS       Z1, Z7, Z7
-	VSHUFF32X4   $0xb1, Z7, Z7, Z1
-	VADDPS       Z1, Z7, Z7
-	VPERMILPS    $0x4e, Z7, Z1
-	VADDPS       Z1, Z7, Z7
-	VPERMILPS    $0xb1, Z7, Z1
-	VADDPS       Z1, Z7, Z7
-	VSUBPS       Z5, Z4, Z4
-	VCMPPS       $0x15, constsAVX512<>+768(SB), Z4, K4
-	VMULPS       constsAVX512<>+128(SB), Z4, Z4
-	VADDPS       constsAVX512<>+832(SB), Z4, Z1
-	VSUBPS       constsAVX512<>+832(SB), Z1, Z5
-	VSUBPS       Z5, Z4, Z4
-	VMOVUPS      constsAVX512<>+896(SB), Z5
-	VFMADD213PS  constsAVX512<>+960(SB), Z4, Z5
-	VFMADD213PS  constsAVX512<>+1024(SB), Z4, Z5
-	VFMADD213PS  constsAVX512<>+1088(SB), Z4, Z5
-	VFMADD213PS  constsAVX512<>+1152(SB), Z4, Z5
-	VFMADD213PS  constsAVX512<>+1216(SB), Z4, Z5
-	VFMADD213PS  constsAVX512<>+704(SB), Z4, Z5
-	VPSLLD       $0x17, Z1, Z1
-	VPADDD.Z     Z1, Z5, K4, Z5
-	VBROADCASTSS (BX)(CX*4), Z1
-	VFMADD213PS  Z7, Z5, Z1
-	VMOVSS       X1, (BX)(CX*4)
-	VMOVSS       X2, (DX)(CX*4)
-	VMOVSS       X5, 1024(AX)(CX*4)
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
 	JZ           scores_rows4_prefetched_row2_noalibi
@@ -54861,82 +54518,20 @@ scores_rows4_prefetched_row1_noalibi:
 	ADDQ         $0x02, DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX512<>+2048(SB), Z1
-	VCVTSI2SSQ   BX, X1, X1
+	VMOVUPS      constsAVX512<>+2048(SB), Z2
+	VCVTSI2SSQ   BX, X2, X2
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
-	VADDSS       (BX)(DX*4), X1, X1
-	VBROADCASTSS X1, Z1
-	VADDPS       iotaAVX512<>+0(SB), Z1, Z1
-	VBROADCASTSS (CX)(DX*4), Z2
-	VMULPS       Z2, Z1, Z1
-	VADDPS       Z1, Z3, Z3
+	VADDSS       (BX)(DX*4), X2, X2
+	VBROADCASTSS X2, Z2
+	VADDPS       iotaAVX512<>+0(SB), Z2, Z2
+	VBROADCASTSS (CX)(DX*4), Z5
+	VMULPS       Z5, Z2, Z2
+	VADDPS       Z2, Z3, Z3
 
 scores_rows4_prefetched_row2_noalibi:
-	VMOVUPS      constsAVX512<>+1344(SB), Z1
-	VBLENDMPS    Z1, Z3, K3, Z3
-	MOVQ         88(SP), CX
-	ADDQ         $0x02, CX
-	MOVQ         m+96(FP), DX
-	MOVQ         l+104(FP), BX
-	VMOVUPS      Z3, Z1
-	VSHUFF32X4   $0x4e, Z1, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VSHUFF32X4   $0xb1, Z1, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VPERMILPS    $0x4e, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VPERMILPS    $0xb1, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VBROADCASTSS (DX)(CX*4), Z2
-	VMAXPS       Z1, Z2, Z1
-	VMAXPS       constsAVX512<>+1280(SB), Z1, Z4
-	VSUBPS       Z4, Z3, Z3
-	VCMPPS       $0x15, constsAVX512<>+768(SB), Z3, K4
-	VMULPS       constsAVX512<>+128(SB), Z3, Z3
-	VADDPS       constsAVX512<>+832(SB), Z3, Z5
-	VSUBPS       constsAVX512<>+832(SB), Z5, Z6
-	VSUBPS       Z6, Z3, Z3
-	VMOVUPS      constsAVX512<>+896(SB), Z6
-	VFMADD213PS  constsAVX512<>+960(SB), Z3, Z6
-	VFMADD213PS  constsAVX512<>+1024(SB), Z3, Z6
-	VFMADD213PS  constsAVX512<>+1088(SB), Z3, Z6
-	VFMADD213PS  constsAVX512<>+1152(SB), Z3, Z6
-	VFMADD213PS  constsAVX512<>+1216(SB), Z3, Z6
-	VFMADD213PS  constsAVX512<>+704(SB), Z3, Z6
-	VPSLLD       $0x17, Z5, Z5
-	VPADDD.Z     Z5, Z6, K4, Z6
-	MOVQ         CX, SI
-	SHLQ         $0x06, SI
-	VMOVUPS      Z6, (AX)(SI*1)
-	VSHUFF32X4   $0x4e, Z6, Z6, Z3
-	VADDPS       Z3, Z6, Z6
-	VSHUFF32X4   $0xb1, Z6, Z6, Z3
-	VADDPS       Z3, Z6, Z6
-	VPERMILPS    $0x4e, Z6, Z3
-	VADDPS       Z3, Z6, Z6
-	VPERMILPS    $0xb1, Z6, Z3
-	VADDPS       Z3, Z6, Z6
-	VSUBPS       Z4, Z2, Z2
-	VCMPPS       $0x15, constsAVX512<>+768(SB), Z2, K4
-	VMULPS       constsAVX512<>+128(SB), Z2, Z2
-	VADDPS       constsAVX512<>+832(SB), Z2, Z3
-	VSUBPS       constsAVX512<>+832(SB), Z3, Z4
-	VSUBPS       Z4, Z2, Z2
-	VMOVUPS      constsAVX512<>+896(SB), Z4
-	VFMADD213PS  constsAVX512<>+960(SB), Z2, Z4
-	VFMADD213PS  constsAVX512<>+1024(SB), Z2, Z4
-	VFMADD213PS  constsAVX512<>+1088(SB), Z2, Z4
-	VFMADD213PS  constsAVX512<>+1152(SB), Z2, Z4
-	VFMADD213PS  constsAVX512<>+1216(SB), Z2, Z4
-	VFMADD213PS  constsAVX512<>+704(SB), Z2, Z4
-	VPSLLD       $0x17, Z3, Z3
-	VPADDD.Z     Z3, Z4, K4, Z4
-	VBROADCASTSS (BX)(CX*4), Z2
-	VFMADD213PS  Z6, Z4, Z2
-	VMOVSS       X2, (BX)(CX*4)
-	VMOVSS       X1, (DX)(CX*4)
-	VMOVSS       X4, 1024(AX)(CX*4)
+	VMOVUPS      constsAVX512<>+1344(SB), Z2
+	VBLENDMPS    Z2, Z3, K3, Z3
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
 	JZ           scores_rows4_prefetched_row3_noalibi
@@ -54944,82 +54539,148 @@ scores_rows4_prefetched_row2_noalibi:
 	ADDQ         $0x03, DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX512<>+2048(SB), Z1
-	VCVTSI2SSQ   BX, X1, X1
+	VMOVUPS      constsAVX512<>+2048(SB), Z2
+	VCVTSI2SSQ   BX, X2, X2
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
-	VADDSS       (BX)(DX*4), X1, X1
-	VBROADCASTSS X1, Z1
-	VADDPS       iotaAVX512<>+0(SB), Z1, Z1
-	VBROADCASTSS (CX)(DX*4), Z2
-	VMULPS       Z2, Z1, Z1
-	VADDPS       Z1, Z0, Z0
+	VADDSS       (BX)(DX*4), X2, X2
+	VBROADCASTSS X2, Z2
+	VADDPS       iotaAVX512<>+0(SB), Z2, Z2
+	VBROADCASTSS (CX)(DX*4), Z5
+	VMULPS       Z5, Z2, Z2
+	VADDPS       Z2, Z0, Z0
 
 scores_rows4_prefetched_row3_noalibi:
-	VMOVUPS      constsAVX512<>+1344(SB), Z1
-	VBLENDMPS    Z1, Z0, K3, Z0
+	VMOVUPS      constsAVX512<>+1344(SB), Z2
+	VBLENDMPS    Z2, Z0, K3, Z0
 	MOVQ         88(SP), CX
-	ADDQ         $0x03, CX
 	MOVQ         m+96(FP), DX
 	MOVQ         l+104(FP), BX
-	VMOVUPS      Z0, Z1
-	VSHUFF32X4   $0x4e, Z1, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VSHUFF32X4   $0xb1, Z1, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VPERMILPS    $0x4e, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VPERMILPS    $0xb1, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VBROADCASTSS (DX)(CX*4), Z2
-	VMAXPS       Z1, Z2, Z1
-	VMAXPS       constsAVX512<>+1280(SB), Z1, Z3
-	VSUBPS       Z3, Z0, Z0
-	VCMPPS       $0x15, constsAVX512<>+768(SB), Z0, K4
-	VMULPS       constsAVX512<>+128(SB), Z0, Z0
-	VADDPS       constsAVX512<>+832(SB), Z0, Z4
-	VSUBPS       constsAVX512<>+832(SB), Z4, Z5
+	VMOVUPS      blockFirstsAVX512<>+0(SB), Z2
+	VSHUFF32X4   $0x44, Z1, Z4, Z5
+	VSHUFF32X4   $0xee, Z1, Z4, Z6
+	VMAXPS       Z6, Z5, Z5
+	VSHUFF32X4   $0x44, Z0, Z3, Z6
+	VSHUFF32X4   $0xee, Z0, Z3, Z7
+	VMAXPS       Z7, Z6, Z6
+	VSHUFF32X4   $0x88, Z6, Z5, Z7
+	VSHUFF32X4   $0xdd, Z6, Z5, Z5
+	VMAXPS       Z5, Z7, Z7
+	VPERMILPS    $0x4e, Z7, Z5
+	VMAXPS       Z5, Z7, Z7
+	VPERMILPS    $0xb1, Z7, Z5
+	VMAXPS       Z5, Z7, Z7
+	VPERMPS      Z7, Z2, Z5
+	VMOVUPS      (DX)(CX*4), X24
+	VMAXPS       X5, X24, X5
+	VMAXPS       constsAVX512<>+1280(SB), X5, X6
+	VMOVUPS      X5, (DX)(CX*4)
+	VSUBPS       X6, X24, X24
+	VBROADCASTSS X6, Z5
+	VSUBPS       Z5, Z4, Z4
+	VPERMILPS    $0x55, X6, X5
+	VBROADCASTSS X5, Z5
+	VSUBPS       Z5, Z1, Z1
+	VPERMILPS    $0xaa, X6, X5
+	VBROADCASTSS X5, Z5
+	VSUBPS       Z5, Z3, Z3
+	VPERMILPS    $0xff, X6, X5
+	VBROADCASTSS X5, Z5
 	VSUBPS       Z5, Z0, Z0
-	VMOVUPS      constsAVX512<>+896(SB), Z5
-	VFMADD213PS  constsAVX512<>+960(SB), Z0, Z5
-	VFMADD213PS  constsAVX512<>+1024(SB), Z0, Z5
-	VFMADD213PS  constsAVX512<>+1088(SB), Z0, Z5
-	VFMADD213PS  constsAVX512<>+1152(SB), Z0, Z5
-	VFMADD213PS  constsAVX512<>+1216(SB), Z0, Z5
-	VFMADD213PS  constsAVX512<>+704(SB), Z0, Z5
-	VPSLLD       $0x17, Z4, Z4
-	VPADDD.Z     Z4, Z5, K4, Z5
-	MOVQ         CX, SI
-	SHLQ         $0x06, SI
-	VMOVUPS      Z5, (AX)(SI*1)
-	VSHUFF32X4   $0x4e, Z5, Z5, Z0
-	VADDPS       Z0, Z5, Z5
-	VSHUFF32X4   $0xb1, Z5, Z5, Z0
-	VADDPS       Z0, Z5, Z5
-	VPERMILPS    $0x4e, Z5, Z0
-	VADDPS       Z0, Z5, Z5
-	VPERMILPS    $0xb1, Z5, Z0
-	VADDPS       Z0, Z5, Z5
-	VSUBPS       Z3, Z2, Z2
-	VCMPPS       $0x15, constsAVX512<>+768(SB), Z2, K4
-	VMULPS       constsAVX512<>+128(SB), Z2, Z2
-	VADDPS       constsAVX512<>+832(SB), Z2, Z0
-	VSUBPS       constsAVX512<>+832(SB), Z0, Z3
-	VSUBPS       Z3, Z2, Z2
-	VMOVUPS      constsAVX512<>+896(SB), Z3
-	VFMADD213PS  constsAVX512<>+960(SB), Z2, Z3
-	VFMADD213PS  constsAVX512<>+1024(SB), Z2, Z3
-	VFMADD213PS  constsAVX512<>+1088(SB), Z2, Z3
-	VFMADD213PS  constsAVX512<>+1152(SB), Z2, Z3
-	VFMADD213PS  constsAVX512<>+1216(SB), Z2, Z3
-	VFMADD213PS  constsAVX512<>+704(SB), Z2, Z3
+	VCMPPS       $0x15, constsAVX512<>+768(SB), Z4, K4
+	VMULPS       constsAVX512<>+128(SB), Z4, Z4
+	VADDPS       constsAVX512<>+832(SB), Z4, Z5
+	VCMPPS       $0x15, constsAVX512<>+768(SB), Z1, K5
+	VMULPS       constsAVX512<>+128(SB), Z1, Z1
+	VADDPS       constsAVX512<>+832(SB), Z1, Z6
+	VCMPPS       $0x15, constsAVX512<>+768(SB), Z3, K6
+	VMULPS       constsAVX512<>+128(SB), Z3, Z3
+	VADDPS       constsAVX512<>+832(SB), Z3, Z7
+	VCMPPS       $0x15, constsAVX512<>+768(SB), Z0, K7
+	VMULPS       constsAVX512<>+128(SB), Z0, Z0
+	VADDPS       constsAVX512<>+832(SB), Z0, Z8
+	VSUBPS       constsAVX512<>+832(SB), Z5, Z9
+	VSUBPS       Z9, Z4, Z4
+	VSUBPS       constsAVX512<>+832(SB), Z6, Z9
+	VSUBPS       Z9, Z1, Z1
+	VSUBPS       constsAVX512<>+832(SB), Z7, Z9
+	VSUBPS       Z9, Z3, Z3
+	VSUBPS       constsAVX512<>+832(SB), Z8, Z9
+	VSUBPS       Z9, Z0, Z0
+	VMOVUPS      constsAVX512<>+896(SB), Z9
+	VMOVUPS      constsAVX512<>+896(SB), Z10
+	VMOVUPS      constsAVX512<>+896(SB), Z11
+	VMOVUPS      constsAVX512<>+896(SB), Z12
+	VFMADD213PS  constsAVX512<>+960(SB), Z4, Z9
+	VFMADD213PS  constsAVX512<>+960(SB), Z1, Z10
+	VFMADD213PS  constsAVX512<>+960(SB), Z3, Z11
+	VFMADD213PS  constsAVX512<>+960(SB), Z0, Z12
+	VFMADD213PS  constsAVX512<>+1024(SB), Z4, Z9
+	VFMADD213PS  constsAVX512<>+1024(SB), Z1, Z10
+	VFMADD213PS  constsAVX512<>+1024(SB), Z3, Z11
+	VFMADD213PS  constsAVX512<>+1024(SB), Z0, Z12
+	VFMADD213PS  constsAVX512<>+1088(SB), Z4, Z9
+	VFMADD213PS  constsAVX512<>+1088(SB), Z1, Z10
+	VFMADD213PS  constsAVX512<>+1088(SB), Z3, Z11
+	VFMADD213PS  constsAVX512<>+1088(SB), Z0, Z12
+	VFMADD213PS  constsAVX512<>+1152(SB), Z4, Z9
+	VFMADD213PS  constsAVX512<>+1152(SB), Z1, Z10
+	VFMADD213PS  constsAVX512<>+1152(SB), Z3, Z11
+	VFMADD213PS  constsAVX512<>+1152(SB), Z0, Z12
+	VFMADD213PS  constsAVX512<>+1216(SB), Z4, Z9
+	VFMADD213PS  constsAVX512<>+1216(SB), Z1, Z10
+	VFMADD213PS  constsAVX512<>+1216(SB), Z3, Z11
+	VFMADD213PS  constsAVX512<>+1216(SB), Z0, Z12
+	VFMADD213PS  constsAVX512<>+704(SB), Z4, Z9
+	VFMADD213PS  constsAVX512<>+704(SB), Z1, Z10
+	VFMADD213PS  constsAVX512<>+704(SB), Z3, Z11
+	VFMADD213PS  constsAVX512<>+704(SB), Z0, Z12
+	VPSLLD       $0x17, Z5, Z5
+	VPADDD.Z     Z5, Z9, K4, Z9
+	VPSLLD       $0x17, Z6, Z6
+	VPADDD.Z     Z6, Z10, K5, Z10
+	VPSLLD       $0x17, Z7, Z7
+	VPADDD.Z     Z7, Z11, K6, Z11
+	VPSLLD       $0x17, Z8, Z8
+	VPADDD.Z     Z8, Z12, K7, Z12
+	MOVQ         CX, DX
+	SHLQ         $0x06, DX
+	VMOVUPS      Z9, (AX)(DX*1)
+	VMOVUPS      Z10, 64(AX)(DX*1)
+	VMOVUPS      Z11, 128(AX)(DX*1)
+	VMOVUPS      Z12, 192(AX)(DX*1)
+	VCMPPS       $0x15, constsAVX512<>+768(SB), Z24, K4
+	VMULPS       constsAVX512<>+128(SB), Z24, Z24
+	VADDPS       constsAVX512<>+832(SB), Z24, Z0
+	VSUBPS       constsAVX512<>+832(SB), Z0, Z1
+	VSUBPS       Z1, Z24, Z24
+	VMOVUPS      constsAVX512<>+896(SB), Z1
+	VFMADD213PS  constsAVX512<>+960(SB), Z24, Z1
+	VFMADD213PS  constsAVX512<>+1024(SB), Z24, Z1
+	VFMADD213PS  constsAVX512<>+1088(SB), Z24, Z1
+	VFMADD213PS  constsAVX512<>+1152(SB), Z24, Z1
+	VFMADD213PS  constsAVX512<>+1216(SB), Z24, Z1
+	VFMADD213PS  constsAVX512<>+704(SB), Z24, Z1
 	VPSLLD       $0x17, Z0, Z0
-	VPADDD.Z     Z0, Z3, K4, Z3
-	VBROADCASTSS (BX)(CX*4), Z0
-	VFMADD213PS  Z5, Z3, Z0
-	VMOVSS       X0, (BX)(CX*4)
-	VMOVSS       X1, (DX)(CX*4)
-	VMOVSS       X3, 1024(AX)(CX*4)
+	VPADDD.Z     Z0, Z1, K4, Z1
+	VSHUFF32X4   $0x44, Z10, Z9, Z0
+	VSHUFF32X4   $0xee, Z10, Z9, Z3
+	VADDPS       Z3, Z0, Z0
+	VSHUFF32X4   $0x44, Z12, Z11, Z3
+	VSHUFF32X4   $0xee, Z12, Z11, Z4
+	VADDPS       Z4, Z3, Z3
+	VSHUFF32X4   $0x88, Z3, Z0, Z4
+	VSHUFF32X4   $0xdd, Z3, Z0, Z0
+	VADDPS       Z0, Z4, Z4
+	VPERMILPS    $0x4e, Z4, Z0
+	VADDPS       Z0, Z4, Z4
+	VPERMILPS    $0xb1, Z4, Z0
+	VADDPS       Z0, Z4, Z4
+	VPERMPS      Z4, Z2, Z0
+	VMOVUPS      (BX)(CX*4), X2
+	VFMADD213PS  X0, X1, X2
+	VMOVUPS      X2, (BX)(CX*4)
+	VMOVUPS      X1, 1024(AX)(CX*4)
 	MOVQ         88(SP), CX
 	MOVQ         96(SP), DX
 	ADDQ         $0x04, CX
@@ -55902,67 +55563,6 @@ scores_rows4_pass3_fold:
 scores_rows4_row0_noalibi:
 	VMOVUPS      constsAVX512<>+1344(SB), Z2
 	VBLENDMPS    Z2, Z4, K3, Z4
-	MOVQ         88(SP), CX
-	MOVQ         m+96(FP), DX
-	MOVQ         l+104(FP), BX
-	VMOVUPS      Z4, Z2
-	VSHUFF32X4   $0x4e, Z2, Z2, Z5
-	VMAXPS       Z5, Z2, Z2
-	VSHUFF32X4   $0xb1, Z2, Z2, Z5
-	VMAXPS       Z5, Z2, Z2
-	VPERMILPS    $0x4e, Z2, Z5
-	VMAXPS       Z5, Z2, Z2
-	VPERMILPS    $0xb1, Z2, Z5
-	VMAXPS       Z5, Z2, Z2
-	VBROADCASTSS (DX)(CX*4), Z5
-	VMAXPS       Z2, Z5, Z2
-	VMAXPS       constsAVX512<>+1280(SB), Z2, Z6
-	VSUBPS       Z6, Z4, Z4
-	VCMPPS       $0x15, constsAVX512<>+768(SB), Z4, K4
-	VMULPS       constsAVX512<>+128(SB), Z4, Z4
-	VADDPS       constsAVX512<>+832(SB), Z4, Z7
-	VSUBPS       constsAVX512<>+832(SB), Z7, Z8
-	VSUBPS       Z8, Z4, Z4
-	VMOVUPS      constsAVX512<>+896(SB), Z8
-	VFMADD213PS  constsAVX512<>+960(SB), Z4, Z8
-	VFMADD213PS  constsAVX512<>+1024(SB), Z4, Z8
-	VFMADD213PS  constsAVX512<>+1088(SB), Z4, Z8
-	VFMADD213PS  constsAVX512<>+1152(SB), Z4, Z8
-	VFMADD213PS  constsAVX512<>+1216(SB), Z4, Z8
-	VFMADD213PS  constsAVX512<>+704(SB), Z4, Z8
-	VPSLLD       $0x17, Z7, Z7
-	VPADDD.Z     Z7, Z8, K4, Z8
-	MOVQ         CX, SI
-	SHLQ         $0x06, SI
-	VMOVUPS      Z8, (AX)(SI*1)
-	VSHUFF32X4   $0x4e, Z8, Z8, Z4
-	VADDPS       Z4, Z8, Z8
-	VSHUFF32X4   $0xb1, Z8, Z8, Z4
-	VADDPS       Z4, Z8, Z8
-	VPERMILPS    $0x4e, Z8, Z4
-	VADDPS       Z4, Z8, Z8
-	VPERMILPS    $0xb1, Z8, Z4
-	VADDPS       Z4, Z8, Z8
-	VSUBPS       Z6, Z5, Z5
-	VCMPPS       $0x15, constsAVX512<>+768(SB), Z5, K4
-	VMULPS       constsAVX512<>+128(SB), Z5, Z5
-	VADDPS       constsAVX512<>+832(SB), Z5, Z4
-	VSUBPS       constsAVX512<>+832(SB), Z4, Z6
-	VSUBPS       Z6, Z5, Z5
-	VMOVUPS      constsAVX512<>+896(SB), Z6
-	VFMADD213PS  constsAVX512<>+960(SB), Z5, Z6
-	VFMADD213PS  constsAVX512<>+1024(SB), Z5, Z6
-	VFMADD213PS  constsAVX512<>+1088(SB), Z5, Z6
-	VFMADD213PS  constsAVX512<>+1152(SB), Z5, Z6
-	VFMADD213PS  constsAVX512<>+1216(SB), Z5, Z6
-	VFMADD213PS  constsAVX512<>+704(SB), Z5, Z6
-	VPSLLD       $0x17, Z4, Z4
-	VPADDD.Z     Z4, Z6, K4, Z6
-	VBROADCASTSS (BX)(CX*4), Z4
-	VFMADD213PS  Z8, Z6, Z4
-	VMOVSS       X4, (BX)(CX*4)
-	VMOVSS       X2, (DX)(CX*4)
-	VMOVSS       X6, 1024(AX)(CX*4)
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
 	JZ           scores_rows4_row1_noalibi
@@ -55977,75 +55577,13 @@ scores_rows4_row0_noalibi:
 	VADDSS       (BX)(DX*4), X2, X2
 	VBROADCASTSS X2, Z2
 	VADDPS       iotaAVX512<>+0(SB), Z2, Z2
-	VBROADCASTSS (CX)(DX*4), Z4
-	VMULPS       Z4, Z2, Z2
+	VBROADCASTSS (CX)(DX*4), Z5
+	VMULPS       Z5, Z2, Z2
 	VADDPS       Z2, Z1, Z1
 
 scores_rows4_row1_noalibi:
 	VMOVUPS      constsAVX512<>+1344(SB), Z2
 	VBLENDMPS    Z2, Z1, K3, Z1
-	MOVQ         88(SP), CX
-	ADDQ         $0x01, CX
-	MOVQ         m+96(FP), DX
-	MOVQ         l+104(FP), BX
-	VMOVUPS      Z1, Z2
-	VSHUFF32X4   $0x4e, Z2, Z2, Z4
-	VMAXPS       Z4, Z2, Z2
-	VSHUFF32X4   $0xb1, Z2, Z2, Z4
-	VMAXPS       Z4, Z2, Z2
-	VPERMILPS    $0x4e, Z2, Z4
-	VMAXPS       Z4, Z2, Z2
-	VPERMILPS    $0xb1, Z2, Z4
-	VMAXPS       Z4, Z2, Z2
-	VBROADCASTSS (DX)(CX*4), Z4
-	VMAXPS       Z2, Z4, Z2
-	VMAXPS       constsAVX512<>+1280(SB), Z2, Z5
-	VSUBPS       Z5, Z1, Z1
-	VCMPPS       $0x15, constsAVX512<>+768(SB), Z1, K4
-	VMULPS       constsAVX512<>+128(SB), Z1, Z1
-	VADDPS       constsAVX512<>+832(SB), Z1, Z6
-	VSUBPS       constsAVX512<>+832(SB), Z6, Z7
-	VSUBPS       Z7, Z1, Z1
-	VMOVUPS      constsAVX512<>+896(SB), Z7
-	VFMADD213PS  constsAVX512<>+960(SB), Z1, Z7
-	VFMADD213PS  constsAVX512<>+1024(SB), Z1, Z7
-	VFMADD213PS  constsAVX512<>+1088(SB), Z1, Z7
-	VFMADD213PS  constsAVX512<>+1152(SB), Z1, Z7
-	VFMADD213PS  constsAVX512<>+1216(SB), Z1, Z7
-	VFMADD213PS  constsAVX512<>+704(SB), Z1, Z7
-	VPSLLD       $0x17, Z6, Z6
-	VPADDD.Z     Z6, Z7, K4, Z7
-	MOVQ         CX, SI
-	SHLQ         $0x06, SI
-	VMOVUPS      Z7, (AX)(SI*1)
-	VSHUFF32X4   $0x4e, Z7, Z7, Z1
-	VADDPS       Z1, Z7, Z7
-	VSHUFF32X4   $0xb1, Z7, Z7, Z1
-	VADDPS       Z1, Z7, Z7
-	VPERMILPS    $0x4e, Z7, Z1
-	VADDPS       Z1, Z7, Z7
-	VPERMILPS    $0xb1, Z7, Z1
-	VADDPS       Z1, Z7, Z7
-	VSUBPS       Z5, Z4, Z4
-	VCMPPS       $0x15, constsAVX512<>+768(SB), Z4, K4
-	VMULPS       constsAVX512<>+128(SB), Z4, Z4
-	VADDPS       constsAVX512<>+832(SB), Z4, Z1
-	VSUBPS       constsAVX512<>+832(SB), Z1, Z5
-	VSUBPS       Z5, Z4, Z4
-	VMOVUPS      constsAVX512<>+896(SB), Z5
-	VFMADD213PS  constsAVX512<>+960(SB), Z4, Z5
-	VFMADD213PS  constsAVX512<>+1024(SB), Z4, Z5
-	VFMADD213PS  constsAVX512<>+1088(SB), Z4, Z5
-	VFMADD213PS  constsAVX512<>+1152(SB), Z4, Z5
-	VFMADD213PS  constsAVX512<>+1216(SB), Z4, Z5
-	VFMADD213PS  constsAVX512<>+704(SB), Z4, Z5
-	VPSLLD       $0x17, Z1, Z1
-	VPADDD.Z     Z1, Z5, K4, Z5
-	VBROADCASTSS (BX)(CX*4), Z1
-	VFMADD213PS  Z7, Z5, Z1
-	VMOVSS       X1, (BX)(CX*4)
-	VMOVSS       X2, (DX)(CX*4)
-	VMOVSS       X5, 1024(AX)(CX*4)
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
 	JZ           scores_rows4_row2_noalibi
@@ -56053,82 +55591,20 @@ scores_rows4_row1_noalibi:
 	ADDQ         $0x02, DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX512<>+2048(SB), Z1
-	VCVTSI2SSQ   BX, X1, X1
+	VMOVUPS      constsAVX512<>+2048(SB), Z2
+	VCVTSI2SSQ   BX, X2, X2
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
-	VADDSS       (BX)(DX*4), X1, X1
-	VBROADCASTSS X1, Z1
-	VADDPS       iotaAVX512<>+0(SB), Z1, Z1
-	VBROADCASTSS (CX)(DX*4), Z2
-	VMULPS       Z2, Z1, Z1
-	VADDPS       Z1, Z3, Z3
+	VADDSS       (BX)(DX*4), X2, X2
+	VBROADCASTSS X2, Z2
+	VADDPS       iotaAVX512<>+0(SB), Z2, Z2
+	VBROADCASTSS (CX)(DX*4), Z5
+	VMULPS       Z5, Z2, Z2
+	VADDPS       Z2, Z3, Z3
 
 scores_rows4_row2_noalibi:
-	VMOVUPS      constsAVX512<>+1344(SB), Z1
-	VBLENDMPS    Z1, Z3, K3, Z3
-	MOVQ         88(SP), CX
-	ADDQ         $0x02, CX
-	MOVQ         m+96(FP), DX
-	MOVQ         l+104(FP), BX
-	VMOVUPS      Z3, Z1
-	VSHUFF32X4   $0x4e, Z1, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VSHUFF32X4   $0xb1, Z1, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VPERMILPS    $0x4e, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VPERMILPS    $0xb1, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VBROADCASTSS (DX)(CX*4), Z2
-	VMAXPS       Z1, Z2, Z1
-	VMAXPS       constsAVX512<>+1280(SB), Z1, Z4
-	VSUBPS       Z4, Z3, Z3
-	VCMPPS       $0x15, constsAVX512<>+768(SB), Z3, K4
-	VMULPS       constsAVX512<>+128(SB), Z3, Z3
-	VADDPS       constsAVX512<>+832(SB), Z3, Z5
-	VSUBPS       constsAVX512<>+832(SB), Z5, Z6
-	VSUBPS       Z6, Z3, Z3
-	VMOVUPS      constsAVX512<>+896(SB), Z6
-	VFMADD213PS  constsAVX512<>+960(SB), Z3, Z6
-	VFMADD213PS  constsAVX512<>+1024(SB), Z3, Z6
-	VFMADD213PS  constsAVX512<>+1088(SB), Z3, Z6
-	VFMADD213PS  constsAVX512<>+1152(SB), Z3, Z6
-	VFMADD213PS  constsAVX512<>+1216(SB), Z3, Z6
-	VFMADD213PS  constsAVX512<>+704(SB), Z3, Z6
-	VPSLLD       $0x17, Z5, Z5
-	VPADDD.Z     Z5, Z6, K4, Z6
-	MOVQ         CX, SI
-	SHLQ         $0x06, SI
-	VMOVUPS      Z6, (AX)(SI*1)
-	VSHUFF32X4   $0x4e, Z6, Z6, Z3
-	VADDPS       Z3, Z6, Z6
-	VSHUFF32X4   $0xb1, Z6, Z6, Z3
-	VADDPS       Z3, Z6, Z6
-	VPERMILPS    $0x4e, Z6, Z3
-	VADDPS       Z3, Z6, Z6
-	VPERMILPS    $0xb1, Z6, Z3
-	VADDPS       Z3, Z6, Z6
-	VSUBPS       Z4, Z2, Z2
-	VCMPPS       $0x15, constsAVX512<>+768(SB), Z2, K4
-	VMULPS       constsAVX512<>+128(SB), Z2, Z2
-	VADDPS       constsAVX512<>+832(SB), Z2, Z3
-	VSUBPS       constsAVX512<>+832(SB), Z3, Z4
-	VSUBPS       Z4, Z2, Z2
-	VMOVUPS      constsAVX512<>+896(SB), Z4
-	VFMADD213PS  constsAVX512<>+960(SB), Z2, Z4
-	VFMADD213PS  constsAVX512<>+1024(SB), Z2, Z4
-	VFMADD213PS  constsAVX512<>+1088(SB), Z2, Z4
-	VFMADD213PS  constsAVX512<>+1152(SB), Z2, Z4
-	VFMADD213PS  constsAVX512<>+1216(SB), Z2, Z4
-	VFMADD213PS  constsAVX512<>+704(SB), Z2, Z4
-	VPSLLD       $0x17, Z3, Z3
-	VPADDD.Z     Z3, Z4, K4, Z4
-	VBROADCASTSS (BX)(CX*4), Z2
-	VFMADD213PS  Z6, Z4, Z2
-	VMOVSS       X2, (BX)(CX*4)
-	VMOVSS       X1, (DX)(CX*4)
-	VMOVSS       X4, 1024(AX)(CX*4)
+	VMOVUPS      constsAVX512<>+1344(SB), Z2
+	VBLENDMPS    Z2, Z3, K3, Z3
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
 	JZ           scores_rows4_row3_noalibi
@@ -56136,82 +55612,148 @@ scores_rows4_row2_noalibi:
 	ADDQ         $0x03, DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX512<>+2048(SB), Z1
-	VCVTSI2SSQ   BX, X1, X1
+	VMOVUPS      constsAVX512<>+2048(SB), Z2
+	VCVTSI2SSQ   BX, X2, X2
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
-	VADDSS       (BX)(DX*4), X1, X1
-	VBROADCASTSS X1, Z1
-	VADDPS       iotaAVX512<>+0(SB), Z1, Z1
-	VBROADCASTSS (CX)(DX*4), Z2
-	VMULPS       Z2, Z1, Z1
-	VADDPS       Z1, Z0, Z0
+	VADDSS       (BX)(DX*4), X2, X2
+	VBROADCASTSS X2, Z2
+	VADDPS       iotaAVX512<>+0(SB), Z2, Z2
+	VBROADCASTSS (CX)(DX*4), Z5
+	VMULPS       Z5, Z2, Z2
+	VADDPS       Z2, Z0, Z0
 
 scores_rows4_row3_noalibi:
-	VMOVUPS      constsAVX512<>+1344(SB), Z1
-	VBLENDMPS    Z1, Z0, K3, Z0
+	VMOVUPS      constsAVX512<>+1344(SB), Z2
+	VBLENDMPS    Z2, Z0, K3, Z0
 	MOVQ         88(SP), CX
-	ADDQ         $0x03, CX
 	MOVQ         m+96(FP), DX
 	MOVQ         l+104(FP), BX
-	VMOVUPS      Z0, Z1
-	VSHUFF32X4   $0x4e, Z1, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VSHUFF32X4   $0xb1, Z1, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VPERMILPS    $0x4e, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VPERMILPS    $0xb1, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VBROADCASTSS (DX)(CX*4), Z2
-	VMAXPS       Z1, Z2, Z1
-	VMAXPS       constsAVX512<>+1280(SB), Z1, Z3
-	VSUBPS       Z3, Z0, Z0
-	VCMPPS       $0x15, constsAVX512<>+768(SB), Z0, K4
-	VMULPS       constsAVX512<>+128(SB), Z0, Z0
-	VADDPS       constsAVX512<>+832(SB), Z0, Z4
-	VSUBPS       constsAVX512<>+832(SB), Z4, Z5
+	VMOVUPS      blockFirstsAVX512<>+0(SB), Z2
+	VSHUFF32X4   $0x44, Z1, Z4, Z5
+	VSHUFF32X4   $0xee, Z1, Z4, Z6
+	VMAXPS       Z6, Z5, Z5
+	VSHUFF32X4   $0x44, Z0, Z3, Z6
+	VSHUFF32X4   $0xee, Z0, Z3, Z7
+	VMAXPS       Z7, Z6, Z6
+	VSHUFF32X4   $0x88, Z6, Z5, Z7
+	VSHUFF32X4   $0xdd, Z6, Z5, Z5
+	VMAXPS       Z5, Z7, Z7
+	VPERMILPS    $0x4e, Z7, Z5
+	VMAXPS       Z5, Z7, Z7
+	VPERMILPS    $0xb1, Z7, Z5
+	VMAXPS       Z5, Z7, Z7
+	VPERMPS      Z7, Z2, Z5
+	VMOVUPS      (DX)(CX*4), X25
+	VMAXPS       X5, X25, X5
+	VMAXPS       constsAVX512<>+1280(SB), X5, X6
+	VMOVUPS      X5, (DX)(CX*4)
+	VSUBPS       X6, X25, X25
+	VBROADCASTSS X6, Z5
+	VSUBPS       Z5, Z4, Z4
+	VPERMILPS    $0x55, X6, X5
+	VBROADCASTSS X5, Z5
+	VSUBPS       Z5, Z1, Z1
+	VPERMILPS    $0xaa, X6, X5
+	VBROADCASTSS X5, Z5
+	VSUBPS       Z5, Z3, Z3
+	VPERMILPS    $0xff, X6, X5
+	VBROADCASTSS X5, Z5
 	VSUBPS       Z5, Z0, Z0
-	VMOVUPS      constsAVX512<>+896(SB), Z5
-	VFMADD213PS  constsAVX512<>+960(SB), Z0, Z5
-	VFMADD213PS  constsAVX512<>+1024(SB), Z0, Z5
-	VFMADD213PS  constsAVX512<>+1088(SB), Z0, Z5
-	VFMADD213PS  constsAVX512<>+1152(SB), Z0, Z5
-	VFMADD213PS  constsAVX512<>+1216(SB), Z0, Z5
-	VFMADD213PS  constsAVX512<>+704(SB), Z0, Z5
-	VPSLLD       $0x17, Z4, Z4
-	VPADDD.Z     Z4, Z5, K4, Z5
-	MOVQ         CX, SI
-	SHLQ         $0x06, SI
-	VMOVUPS      Z5, (AX)(SI*1)
-	VSHUFF32X4   $0x4e, Z5, Z5, Z0
-	VADDPS       Z0, Z5, Z5
-	VSHUFF32X4   $0xb1, Z5, Z5, Z0
-	VADDPS       Z0, Z5, Z5
-	VPERMILPS    $0x4e, Z5, Z0
-	VADDPS       Z0, Z5, Z5
-	VPERMILPS    $0xb1, Z5, Z0
-	VADDPS       Z0, Z5, Z5
-	VSUBPS       Z3, Z2, Z2
-	VCMPPS       $0x15, constsAVX512<>+768(SB), Z2, K4
-	VMULPS       constsAVX512<>+128(SB), Z2, Z2
-	VADDPS       constsAVX512<>+832(SB), Z2, Z0
-	VSUBPS       constsAVX512<>+832(SB), Z0, Z3
-	VSUBPS       Z3, Z2, Z2
-	VMOVUPS      constsAVX512<>+896(SB), Z3
-	VFMADD213PS  constsAVX512<>+960(SB), Z2, Z3
-	VFMADD213PS  constsAVX512<>+1024(SB), Z2, Z3
-	VFMADD213PS  constsAVX512<>+1088(SB), Z2, Z3
-	VFMADD213PS  constsAVX512<>+1152(SB), Z2, Z3
-	VFMADD213PS  constsAVX512<>+1216(SB), Z2, Z3
-	VFMADD213PS  constsAVX512<>+704(SB), Z2, Z3
+	VCMPPS       $0x15, constsAVX512<>+768(SB), Z4, K4
+	VMULPS       constsAVX512<>+128(SB), Z4, Z4
+	VADDPS       constsAVX512<>+832(SB), Z4, Z5
+	VCMPPS       $0x15, constsAVX512<>+768(SB), Z1, K5
+	VMULPS       constsAVX512<>+128(SB), Z1, Z1
+	VADDPS       constsAVX512<>+832(SB), Z1, Z6
+	VCMPPS       $0x15, constsAVX512<>+768(SB), Z3, K6
+	VMULPS       constsAVX512<>+128(SB), Z3, Z3
+	VADDPS       constsAVX512<>+832(SB), Z3, Z7
+	VCMPPS       $0x15, constsAVX512<>+768(SB), Z0, K7
+	VMULPS       constsAVX512<>+128(SB), Z0, Z0
+	VADDPS       constsAVX512<>+832(SB), Z0, Z8
+	VSUBPS       constsAVX512<>+832(SB), Z5, Z9
+	VSUBPS       Z9, Z4, Z4
+	VSUBPS       constsAVX512<>+832(SB), Z6, Z9
+	VSUBPS       Z9, Z1, Z1
+	VSUBPS       constsAVX512<>+832(SB), Z7, Z9
+	VSUBPS       Z9, Z3, Z3
+	VSUBPS       constsAVX512<>+832(SB), Z8, Z9
+	VSUBPS       Z9, Z0, Z0
+	VMOVUPS      constsAVX512<>+896(SB), Z9
+	VMOVUPS      constsAVX512<>+896(SB), Z10
+	VMOVUPS      constsAVX512<>+896(SB), Z11
+	VMOVUPS      constsAVX512<>+896(SB), Z12
+	VFMADD213PS  constsAVX512<>+960(SB), Z4, Z9
+	VFMADD213PS  constsAVX512<>+960(SB), Z1, Z10
+	VFMADD213PS  constsAVX512<>+960(SB), Z3, Z11
+	VFMADD213PS  constsAVX512<>+960(SB), Z0, Z12
+	VFMADD213PS  constsAVX512<>+1024(SB), Z4, Z9
+	VFMADD213PS  constsAVX512<>+1024(SB), Z1, Z10
+	VFMADD213PS  constsAVX512<>+1024(SB), Z3, Z11
+	VFMADD213PS  constsAVX512<>+1024(SB), Z0, Z12
+	VFMADD213PS  constsAVX512<>+1088(SB), Z4, Z9
+	VFMADD213PS  constsAVX512<>+1088(SB), Z1, Z10
+	VFMADD213PS  constsAVX512<>+1088(SB), Z3, Z11
+	VFMADD213PS  constsAVX512<>+1088(SB), Z0, Z12
+	VFMADD213PS  constsAVX512<>+1152(SB), Z4, Z9
+	VFMADD213PS  constsAVX512<>+1152(SB), Z1, Z10
+	VFMADD213PS  constsAVX512<>+1152(SB), Z3, Z11
+	VFMADD213PS  constsAVX512<>+1152(SB), Z0, Z12
+	VFMADD213PS  constsAVX512<>+1216(SB), Z4, Z9
+	VFMADD213PS  constsAVX512<>+1216(SB), Z1, Z10
+	VFMADD213PS  constsAVX512<>+1216(SB), Z3, Z11
+	VFMADD213PS  constsAVX512<>+1216(SB), Z0, Z12
+	VFMADD213PS  constsAVX512<>+704(SB), Z4, Z9
+	VFMADD213PS  constsAVX512<>+704(SB), Z1, Z10
+	VFMADD213PS  constsAVX512<>+704(SB), Z3, Z11
+	VFMADD213PS  constsAVX512<>+704(SB), Z0, Z12
+	VPSLLD       $0x17, Z5, Z5
+	VPADDD.Z     Z5, Z9, K4, Z9
+	VPSLLD       $0x17, Z6, Z6
+	VPADDD.Z     Z6, Z10, K5, Z10
+	VPSLLD       $0x17, Z7, Z7
+	VPADDD.Z     Z7, Z11, K6, Z11
+	VPSLLD       $0x17, Z8, Z8
+	VPADDD.Z     Z8, Z12, K7, Z12
+	MOVQ         CX, DX
+	SHLQ         $0x06, DX
+	VMOVUPS      Z9, (AX)(DX*1)
+	VMOVUPS      Z10, 64(AX)(DX*1)
+	VMOVUPS      Z11, 128(AX)(DX*1)
+	VMOVUPS      Z12, 192(AX)(DX*1)
+	VCMPPS       $0x15, constsAVX512<>+768(SB), Z25, K4
+	VMULPS       constsAVX512<>+128(SB), Z25, Z25
+	VADDPS       constsAVX512<>+832(SB), Z25, Z0
+	VSUBPS       constsAVX512<>+832(SB), Z0, Z1
+	VSUBPS       Z1, Z25, Z25
+	VMOVUPS      constsAVX512<>+896(SB), Z1
+	VFMADD213PS  constsAVX512<>+960(SB), Z25, Z1
+	VFMADD213PS  constsAVX512<>+1024(SB), Z25, Z1
+	VFMADD213PS  constsAVX512<>+1088(SB), Z25, Z1
+	VFMADD213PS  constsAVX512<>+1152(SB), Z25, Z1
+	VFMADD213PS  constsAVX512<>+1216(SB), Z25, Z1
+	VFMADD213PS  constsAVX512<>+704(SB), Z25, Z1
 	VPSLLD       $0x17, Z0, Z0
-	VPADDD.Z     Z0, Z3, K4, Z3
-	VBROADCASTSS (BX)(CX*4), Z0
-	VFMADD213PS  Z5, Z3, Z0
-	VMOVSS       X0, (BX)(CX*4)
-	VMOVSS       X1, (DX)(CX*4)
-	VMOVSS       X3, 1024(AX)(CX*4)
+	VPADDD.Z     Z0, Z1, K4, Z1
+	VSHUFF32X4   $0x44, Z10, Z9, Z0
+	VSHUFF32X4   $0xee, Z10, Z9, Z3
+	VADDPS       Z3, Z0, Z0
+	VSHUFF32X4   $0x44, Z12, Z11, Z3
+	VSHUFF32X4   $0xee, Z12, Z11, Z4
+	VADDPS       Z4, Z3, Z3
+	VSHUFF32X4   $0x88, Z3, Z0, Z4
+	VSHUFF32X4   $0xdd, Z3, Z0, Z0
+	VADDPS       Z0, Z4, Z4
+	VPERMILPS    $0x4e, Z4, Z0
+	VADDPS       Z0, Z4, Z4
+	VPERMILPS    $0xb1, Z4, Z0
+	VADDPS       Z0, Z4, Z4
+	VPERMPS      Z4, Z2, Z0
+	VMOVUPS      (BX)(CX*4), X2
+	VFMADD213PS  X0, X1, X2
+	VMOVUPS      X2, (BX)(CX*4)
+	VMOVUPS      X1, 1024(AX)(CX*4)
 	MOVQ         88(SP), CX
 	MOVQ         96(SP), DX
 	ADDQ         $0x04, CX
@@ -60883,7 +60425,7 @@ panelnext:
 	RET
 
 // func DecodeBF16AVX512(q *float32, rows int, kvec int, ktail int, k *uint16, ldk int, v *uint16, ldv int, nk int, vvec int, vtail int, o *float32, m *float32, l *float32, s *float32, alibi *float32)
-// Requires: AVX, AVX512BW, AVX512F, MMX+
+// Requires: AVX, AVX512BW, AVX512F, FMA3, MMX+
 TEXT ·DecodeBF16AVX512(SB), NOSPLIT, $144-128
 	MOVQ s+112(FP), AX
 	MOVQ ldk+40(FP), CX
@@ -61706,67 +61248,6 @@ scores_rows4_prefetched_pass3_fold:
 scores_rows4_prefetched_row0_noalibi:
 	VMOVUPS      constsAVX512<>+1344(SB), Z2
 	VBLENDMPS    Z2, Z4, K3, Z4
-	MOVQ         88(SP), CX
-	MOVQ         m+96(FP), DX
-	MOVQ         l+104(FP), BX
-	VMOVUPS      Z4, Z2
-	VSHUFF32X4   $0x4e, Z2, Z2, Z5
-	VMAXPS       Z5, Z2, Z2
-	VSHUFF32X4   $0xb1, Z2, Z2, Z5
-	VMAXPS       Z5, Z2, Z2
-	VPERMILPS    $0x4e, Z2, Z5
-	VMAXPS       Z5, Z2, Z2
-	VPERMILPS    $0xb1, Z2, Z5
-	VMAXPS       Z5, Z2, Z2
-	VBROADCASTSS (DX)(CX*4), Z5
-	VMAXPS       Z2, Z5, Z2
-	VMAXPS       constsAVX512<>+1280(SB), Z2, Z6
-	VSUBPS       Z6, Z4, Z4
-	VCMPPS       $0x15, constsAVX512<>+768(SB), Z4, K4
-	VMULPS       constsAVX512<>+128(SB), Z4, Z4
-	VADDPS       constsAVX512<>+832(SB), Z4, Z7
-	VSUBPS       constsAVX512<>+832(SB), Z7, Z8
-	VSUBPS       Z8, Z4, Z4
-	VMOVUPS      constsAVX512<>+896(SB), Z8
-	VFMADD213PS  constsAVX512<>+960(SB), Z4, Z8
-	VFMADD213PS  constsAVX512<>+1024(SB), Z4, Z8
-	VFMADD213PS  constsAVX512<>+1088(SB), Z4, Z8
-	VFMADD213PS  constsAVX512<>+1152(SB), Z4, Z8
-	VFMADD213PS  constsAVX512<>+1216(SB), Z4, Z8
-	VFMADD213PS  constsAVX512<>+704(SB), Z4, Z8
-	VPSLLD       $0x17, Z7, Z7
-	VPADDD.Z     Z7, Z8, K4, Z8
-	MOVQ         CX, SI
-	SHLQ         $0x06, SI
-	VMOVUPS      Z8, (AX)(SI*1)
-	VSHUFF32X4   $0x4e, Z8, Z8, Z4
-	VADDPS       Z4, Z8, Z8
-	VSHUFF32X4   $0xb1, Z8, Z8, Z4
-	VADDPS       Z4, Z8, Z8
-	VPERMILPS    $0x4e, Z8, Z4
-	VADDPS       Z4, Z8, Z8
-	VPERMILPS    $0xb1, Z8, Z4
-	VADDPS       Z4, Z8, Z8
-	VSUBPS       Z6, Z5, Z5
-	VCMPPS       $0x15, constsAVX512<>+768(SB), Z5, K4
-	VMULPS       constsAVX512<>+128(SB), Z5, Z5
-	VADDPS       constsAVX512<>+832(SB), Z5, Z4
-	VSUBPS       constsAVX512<>+832(SB), Z4, Z6
-	VSUBPS       Z6, Z5, Z5
-	VMOVUPS      constsAVX512<>+896(SB), Z6
-	VFMADD213PS  constsAVX512<>+960(SB), Z5, Z6
-	VFMADD213PS  constsAVX512<>+1024(SB), Z5, Z6
-	VFMADD213PS  constsAVX512<>+1088(SB), Z5, Z6
-	VFMADD213PS  constsAVX512<>+1152(SB), Z5, Z6
-	VFMADD213PS  constsAVX512<>+1216(SB), Z5, Z6
-	VFMADD213PS  constsAVX512<>+704(SB), Z5, Z6
-	VPSLLD       $0x17, Z4, Z4
-	VPADDD.Z     Z4, Z6, K4, Z6
-	VBROADCASTSS (BX)(CX*4), Z4
-	VFMADD213PS  Z8, Z6, Z4
-	VMOVSS       X4, (BX)(CX*4)
-	VMOVSS       X2, (DX)(CX*4)
-	VMOVSS       X6, 1024(AX)(CX*4)
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
 	JZ           scores_rows4_prefetched_row1_noalibi
@@ -61781,75 +61262,13 @@ scores_rows4_prefetched_row0_noalibi:
 	VADDSS       (BX)(DX*4), X2, X2
 	VBROADCASTSS X2, Z2
 	VADDPS       iotaAVX512<>+0(SB), Z2, Z2
-	VBROADCASTSS (CX)(DX*4), Z4
-	VMULPS       Z4, Z2, Z2
+	VBROADCASTSS (CX)(DX*4), Z5
+	VMULPS       Z5, Z2, Z2
 	VADDPS       Z2, Z1, Z1
 
 scores_rows4_prefetched_row1_noalibi:
 	VMOVUPS      constsAVX512<>+1344(SB), Z2
 	VBLENDMPS    Z2, Z1, K3, Z1
-	MOVQ         88(SP), CX
-	ADDQ         $0x01, CX
-	MOVQ         m+96(FP), DX
-	MOVQ         l+104(FP), BX
-	VMOVUPS      Z1, Z2
-	VSHUFF32X4   $0x4e, Z2, Z2, Z4
-	VMAXPS       Z4, Z2, Z2
-	VSHUFF32X4   $0xb1, Z2, Z2, Z4
-	VMAXPS       Z4, Z2, Z2
-	VPERMILPS    $0x4e, Z2, Z4
-	VMAXPS       Z4, Z2, Z2
-	VPERMILPS    $0xb1, Z2, Z4
-	VMAXPS       Z4, Z2, Z2
-	VBROADCASTSS (DX)(CX*4), Z4
-	VMAXPS       Z2, Z4, Z2
-	VMAXPS       constsAVX512<>+1280(SB), Z2, Z5
-	VSUBPS       Z5, Z1, Z1
-	VCMPPS       $0x15, constsAVX512<>+768(SB), Z1, K4
-	VMULPS       constsAVX512<>+128(SB), Z1, Z1
-	VADDPS       constsAVX512<>+832(SB), Z1, Z6
-	VSUBPS       constsAVX512<>+832(SB), Z6, Z7
-	VSUBPS       Z7, Z1, Z1
-	VMOVUPS      constsAVX512<>+896(SB), Z7
-	VFMADD213PS  constsAVX512<>+960(SB), Z1, Z7
-	VFMADD213PS  constsAVX512<>+1024(SB), Z1, Z7
-	VFMADD213PS  constsAVX512<>+1088(SB), Z1, Z7
-	VFMADD213PS  constsAVX512<>+1152(SB), Z1, Z7
-	VFMADD213PS  constsAVX512<>+1216(SB), Z1, Z7
-	VFMADD213PS  constsAVX512<>+704(SB), Z1, Z7
-	VPSLLD       $0x17, Z6, Z6
-	VPADDD.Z     Z6, Z7, K4, Z7
-	MOVQ         CX, SI
-	SHLQ         $0x06, SI
-	VMOVUPS      Z7, (AX)(SI*1)
-	VSHUFF32X4   $0x4e, Z7, Z7, Z1
-	VADDPS       Z1, Z7, Z7
-	VSHUFF32X4   $0xb1, Z7, Z7, Z1
-	VADDPS       Z1, Z7, Z7
-	VPERMILPS    $0x4e, Z7, Z1
-	VADDPS       Z1, Z7, Z7
-	VPERMILPS    $0xb1, Z7, Z1
-	VADDPS       Z1, Z7, Z7
-	VSUBPS       Z5, Z4, Z4
-	VCMPPS       $0x15, constsAVX512<>+768(SB), Z4, K4
-	VMULPS       constsAVX512<>+128(SB), Z4, Z4
-	VADDPS       constsAVX512<>+832(SB), Z4, Z1
-	VSUBPS       constsAVX512<>+832(SB), Z1, Z5
-	VSUBPS       Z5, Z4, Z4
-	VMOVUPS      constsAVX512<>+896(SB), Z5
-	VFMADD213PS  constsAVX512<>+960(SB), Z4, Z5
-	VFMADD213PS  constsAVX512<>+1024(SB), Z4, Z5
-	VFMADD213PS  constsAVX512<>+1088(SB), Z4, Z5
-	VFMADD213PS  constsAVX512<>+1152(SB), Z4, Z5
-	VFMADD213PS  constsAVX512<>+1216(SB), Z4, Z5
-	VFMADD213PS  constsAVX512<>+704(SB), Z4, Z5
-	VPSLLD       $0x17, Z1, Z1
-	VPADDD.Z     Z1, Z5, K4, Z5
-	VBROADCASTSS (BX)(CX*4), Z1
-	VFMADD213PS  Z7, Z5, Z1
-	VMOVSS       X1, (BX)(CX*4)
-	VMOVSS       X2, (DX)(CX*4)
-	VMOVSS       X5, 1024(AX)(CX*4)
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
 	JZ           scores_rows4_prefetched_row2_noalibi
@@ -61857,82 +61276,20 @@ scores_rows4_prefetched_row1_noalibi:
 	ADDQ         $0x02, DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX512<>+2048(SB), Z1
-	VCVTSI2SSQ   BX, X1, X1
+	VMOVUPS      constsAVX512<>+2048(SB), Z2
+	VCVTSI2SSQ   BX, X2, X2
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
-	VADDSS       (BX)(DX*4), X1, X1
-	VBROADCASTSS X1, Z1
-	VADDPS       iotaAVX512<>+0(SB), Z1, Z1
-	VBROADCASTSS (CX)(DX*4), Z2
-	VMULPS       Z2, Z1, Z1
-	VADDPS       Z1, Z3, Z3
+	VADDSS       (BX)(DX*4), X2, X2
+	VBROADCASTSS X2, Z2
+	VADDPS       iotaAVX512<>+0(SB), Z2, Z2
+	VBROADCASTSS (CX)(DX*4), Z5
+	VMULPS       Z5, Z2, Z2
+	VADDPS       Z2, Z3, Z3
 
 scores_rows4_prefetched_row2_noalibi:
-	VMOVUPS      constsAVX512<>+1344(SB), Z1
-	VBLENDMPS    Z1, Z3, K3, Z3
-	MOVQ         88(SP), CX
-	ADDQ         $0x02, CX
-	MOVQ         m+96(FP), DX
-	MOVQ         l+104(FP), BX
-	VMOVUPS      Z3, Z1
-	VSHUFF32X4   $0x4e, Z1, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VSHUFF32X4   $0xb1, Z1, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VPERMILPS    $0x4e, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VPERMILPS    $0xb1, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VBROADCASTSS (DX)(CX*4), Z2
-	VMAXPS       Z1, Z2, Z1
-	VMAXPS       constsAVX512<>+1280(SB), Z1, Z4
-	VSUBPS       Z4, Z3, Z3
-	VCMPPS       $0x15, constsAVX512<>+768(SB), Z3, K4
-	VMULPS       constsAVX512<>+128(SB), Z3, Z3
-	VADDPS       constsAVX512<>+832(SB), Z3, Z5
-	VSUBPS       constsAVX512<>+832(SB), Z5, Z6
-	VSUBPS       Z6, Z3, Z3
-	VMOVUPS      constsAVX512<>+896(SB), Z6
-	VFMADD213PS  constsAVX512<>+960(SB), Z3, Z6
-	VFMADD213PS  constsAVX512<>+1024(SB), Z3, Z6
-	VFMADD213PS  constsAVX512<>+1088(SB), Z3, Z6
-	VFMADD213PS  constsAVX512<>+1152(SB), Z3, Z6
-	VFMADD213PS  constsAVX512<>+1216(SB), Z3, Z6
-	VFMADD213PS  constsAVX512<>+704(SB), Z3, Z6
-	VPSLLD       $0x17, Z5, Z5
-	VPADDD.Z     Z5, Z6, K4, Z6
-	MOVQ         CX, SI
-	SHLQ         $0x06, SI
-	VMOVUPS      Z6, (AX)(SI*1)
-	VSHUFF32X4   $0x4e, Z6, Z6, Z3
-	VADDPS       Z3, Z6, Z6
-	VSHUFF32X4   $0xb1, Z6, Z6, Z3
-	VADDPS       Z3, Z6, Z6
-	VPERMILPS    $0x4e, Z6, Z3
-	VADDPS       Z3, Z6, Z6
-	VPERMILPS    $0xb1, Z6, Z3
-	VADDPS       Z3, Z6, Z6
-	VSUBPS       Z4, Z2, Z2
-	VCMPPS       $0x15, constsAVX512<>+768(SB), Z2, K4
-	VMULPS       constsAVX512<>+128(SB), Z2, Z2
-	VADDPS       constsAVX512<>+832(SB), Z2, Z3
-	VSUBPS       constsAVX512<>+832(SB), Z3, Z4
-	VSUBPS       Z4, Z2, Z2
-	VMOVUPS      constsAVX512<>+896(SB), Z4
-	VFMADD213PS  constsAVX512<>+960(SB), Z2, Z4
-	VFMADD213PS  constsAVX512<>+1024(SB), Z2, Z4
-	VFMADD213PS  constsAVX512<>+1088(SB), Z2, Z4
-	VFMADD213PS  constsAVX512<>+1152(SB), Z2, Z4
-	VFMADD213PS  constsAVX512<>+1216(SB), Z2, Z4
-	VFMADD213PS  constsAVX512<>+704(SB), Z2, Z4
-	VPSLLD       $0x17, Z3, Z3
-	VPADDD.Z     Z3, Z4, K4, Z4
-	VBROADCASTSS (BX)(CX*4), Z2
-	VFMADD213PS  Z6, Z4, Z2
-	VMOVSS       X2, (BX)(CX*4)
-	VMOVSS       X1, (DX)(CX*4)
-	VMOVSS       X4, 1024(AX)(CX*4)
+	VMOVUPS      constsAVX512<>+1344(SB), Z2
+	VBLENDMPS    Z2, Z3, K3, Z3
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
 	JZ           scores_rows4_prefetched_row3_noalibi
@@ -61940,82 +61297,148 @@ scores_rows4_prefetched_row2_noalibi:
 	ADDQ         $0x03, DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX512<>+2048(SB), Z1
-	VCVTSI2SSQ   BX, X1, X1
+	VMOVUPS      constsAVX512<>+2048(SB), Z2
+	VCVTSI2SSQ   BX, X2, X2
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
-	VADDSS       (BX)(DX*4), X1, X1
-	VBROADCASTSS X1, Z1
-	VADDPS       iotaAVX512<>+0(SB), Z1, Z1
-	VBROADCASTSS (CX)(DX*4), Z2
-	VMULPS       Z2, Z1, Z1
-	VADDPS       Z1, Z0, Z0
+	VADDSS       (BX)(DX*4), X2, X2
+	VBROADCASTSS X2, Z2
+	VADDPS       iotaAVX512<>+0(SB), Z2, Z2
+	VBROADCASTSS (CX)(DX*4), Z5
+	VMULPS       Z5, Z2, Z2
+	VADDPS       Z2, Z0, Z0
 
 scores_rows4_prefetched_row3_noalibi:
-	VMOVUPS      constsAVX512<>+1344(SB), Z1
-	VBLENDMPS    Z1, Z0, K3, Z0
+	VMOVUPS      constsAVX512<>+1344(SB), Z2
+	VBLENDMPS    Z2, Z0, K3, Z0
 	MOVQ         88(SP), CX
-	ADDQ         $0x03, CX
 	MOVQ         m+96(FP), DX
 	MOVQ         l+104(FP), BX
-	VMOVUPS      Z0, Z1
-	VSHUFF32X4   $0x4e, Z1, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VSHUFF32X4   $0xb1, Z1, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VPERMILPS    $0x4e, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VPERMILPS    $0xb1, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VBROADCASTSS (DX)(CX*4), Z2
-	VMAXPS       Z1, Z2, Z1
-	VMAXPS       constsAVX512<>+1280(SB), Z1, Z3
-	VSUBPS       Z3, Z0, Z0
-	VCMPPS       $0x15, constsAVX512<>+768(SB), Z0, K4
-	VMULPS       constsAVX512<>+128(SB), Z0, Z0
-	VADDPS       constsAVX512<>+832(SB), Z0, Z4
-	VSUBPS       constsAVX512<>+832(SB), Z4, Z5
+	VMOVUPS      blockFirstsAVX512<>+0(SB), Z2
+	VSHUFF32X4   $0x44, Z1, Z4, Z5
+	VSHUFF32X4   $0xee, Z1, Z4, Z6
+	VMAXPS       Z6, Z5, Z5
+	VSHUFF32X4   $0x44, Z0, Z3, Z6
+	VSHUFF32X4   $0xee, Z0, Z3, Z7
+	VMAXPS       Z7, Z6, Z6
+	VSHUFF32X4   $0x88, Z6, Z5, Z7
+	VSHUFF32X4   $0xdd, Z6, Z5, Z5
+	VMAXPS       Z5, Z7, Z7
+	VPERMILPS    $0x4e, Z7, Z5
+	VMAXPS       Z5, Z7, Z7
+	VPERMILPS    $0xb1, Z7, Z5
+	VMAXPS       Z5, Z7, Z7
+	VPERMPS      Z7, Z2, Z5
+	VMOVUPS      (DX)(CX*4), X24
+	VMAXPS       X5, X24, X5
+	VMAXPS       constsAVX512<>+1280(SB), X5, X6
+	VMOVUPS      X5, (DX)(CX*4)
+	VSUBPS       X6, X24, X24
+	VBROADCASTSS X6, Z5
+	VSUBPS       Z5, Z4, Z4
+	VPERMILPS    $0x55, X6, X5
+	VBROADCASTSS X5, Z5
+	VSUBPS       Z5, Z1, Z1
+	VPERMILPS    $0xaa, X6, X5
+	VBROADCASTSS X5, Z5
+	VSUBPS       Z5, Z3, Z3
+	VPERMILPS    $0xff, X6, X5
+	VBROADCASTSS X5, Z5
 	VSUBPS       Z5, Z0, Z0
-	VMOVUPS      constsAVX512<>+896(SB), Z5
-	VFMADD213PS  constsAVX512<>+960(SB), Z0, Z5
-	VFMADD213PS  constsAVX512<>+1024(SB), Z0, Z5
-	VFMADD213PS  constsAVX512<>+1088(SB), Z0, Z5
-	VFMADD213PS  constsAVX512<>+1152(SB), Z0, Z5
-	VFMADD213PS  constsAVX512<>+1216(SB), Z0, Z5
-	VFMADD213PS  constsAVX512<>+704(SB), Z0, Z5
-	VPSLLD       $0x17, Z4, Z4
-	VPADDD.Z     Z4, Z5, K4, Z5
-	MOVQ         CX, SI
-	SHLQ         $0x06, SI
-	VMOVUPS      Z5, (AX)(SI*1)
-	VSHUFF32X4   $0x4e, Z5, Z5, Z0
-	VADDPS       Z0, Z5, Z5
-	VSHUFF32X4   $0xb1, Z5, Z5, Z0
-	VADDPS       Z0, Z5, Z5
-	VPERMILPS    $0x4e, Z5, Z0
-	VADDPS       Z0, Z5, Z5
-	VPERMILPS    $0xb1, Z5, Z0
-	VADDPS       Z0, Z5, Z5
-	VSUBPS       Z3, Z2, Z2
-	VCMPPS       $0x15, constsAVX512<>+768(SB), Z2, K4
-	VMULPS       constsAVX512<>+128(SB), Z2, Z2
-	VADDPS       constsAVX512<>+832(SB), Z2, Z0
-	VSUBPS       constsAVX512<>+832(SB), Z0, Z3
-	VSUBPS       Z3, Z2, Z2
-	VMOVUPS      constsAVX512<>+896(SB), Z3
-	VFMADD213PS  constsAVX512<>+960(SB), Z2, Z3
-	VFMADD213PS  constsAVX512<>+1024(SB), Z2, Z3
-	VFMADD213PS  constsAVX512<>+1088(SB), Z2, Z3
-	VFMADD213PS  constsAVX512<>+1152(SB), Z2, Z3
-	VFMADD213PS  constsAVX512<>+1216(SB), Z2, Z3
-	VFMADD213PS  constsAVX512<>+704(SB), Z2, Z3
+	VCMPPS       $0x15, constsAVX512<>+768(SB), Z4, K4
+	VMULPS       constsAVX512<>+128(SB), Z4, Z4
+	VADDPS       constsAVX512<>+832(SB), Z4, Z5
+	VCMPPS       $0x15, constsAVX512<>+768(SB), Z1, K5
+	VMULPS       constsAVX512<>+128(SB), Z1, Z1
+	VADDPS       constsAVX512<>+832(SB), Z1, Z6
+	VCMPPS       $0x15, constsAVX512<>+768(SB), Z3, K6
+	VMULPS       constsAVX512<>+128(SB), Z3, Z3
+	VADDPS       constsAVX512<>+832(SB), Z3, Z7
+	VCMPPS       $0x15, constsAVX512<>+768(SB), Z0, K7
+	VMULPS       constsAVX512<>+128(SB), Z0, Z0
+	VADDPS       constsAVX512<>+832(SB), Z0, Z8
+	VSUBPS       constsAVX512<>+832(SB), Z5, Z9
+	VSUBPS       Z9, Z4, Z4
+	VSUBPS       constsAVX512<>+832(SB), Z6, Z9
+	VSUBPS       Z9, Z1, Z1
+	VSUBPS       constsAVX512<>+832(SB), Z7, Z9
+	VSUBPS       Z9, Z3, Z3
+	VSUBPS       constsAVX512<>+832(SB), Z8, Z9
+	VSUBPS       Z9, Z0, Z0
+	VMOVUPS      constsAVX512<>+896(SB), Z9
+	VMOVUPS      constsAVX512<>+896(SB), Z10
+	VMOVUPS      constsAVX512<>+896(SB), Z11
+	VMOVUPS      constsAVX512<>+896(SB), Z12
+	VFMADD213PS  constsAVX512<>+960(SB), Z4, Z9
+	VFMADD213PS  constsAVX512<>+960(SB), Z1, Z10
+	VFMADD213PS  constsAVX512<>+960(SB), Z3, Z11
+	VFMADD213PS  constsAVX512<>+960(SB), Z0, Z12
+	VFMADD213PS  constsAVX512<>+1024(SB), Z4, Z9
+	VFMADD213PS  constsAVX512<>+1024(SB), Z1, Z10
+	VFMADD213PS  constsAVX512<>+1024(SB), Z3, Z11
+	VFMADD213PS  constsAVX512<>+1024(SB), Z0, Z12
+	VFMADD213PS  constsAVX512<>+1088(SB), Z4, Z9
+	VFMADD213PS  constsAVX512<>+1088(SB), Z1, Z10
+	VFMADD213PS  constsAVX512<>+1088(SB), Z3, Z11
+	VFMADD213PS  constsAVX512<>+1088(SB), Z0, Z12
+	VFMADD213PS  constsAVX512<>+1152(SB), Z4, Z9
+	VFMADD213PS  constsAVX512<>+1152(SB), Z1, Z10
+	VFMADD213PS  constsAVX512<>+1152(SB), Z3, Z11
+	VFMADD213PS  constsAVX512<>+1152(SB), Z0, Z12
+	VFMADD213PS  constsAVX512<>+1216(SB), Z4, Z9
+	VFMADD213PS  constsAVX512<>+1216(SB), Z1, Z10
+	VFMADD213PS  constsAVX512<>+1216(SB), Z3, Z11
+	VFMADD213PS  constsAVX512<>+1216(SB), Z0, Z12
+	VFMADD213PS  constsAVX512<>+704(SB), Z4, Z9
+	VFMADD213PS  constsAVX512<>+704(SB), Z1, Z10
+	VFMADD213PS  constsAVX512<>+704(SB), Z3, Z11
+	VFMADD213PS  constsAVX512<>+704(SB), Z0, Z12
+	VPSLLD       $0x17, Z5, Z5
+	VPADDD.Z     Z5, Z9, K4, Z9
+	VPSLLD       $0x17, Z6, Z6
+	VPADDD.Z     Z6, Z10, K5, Z10
+	VPSLLD       $0x17, Z7, Z7
+	VPADDD.Z     Z7, Z11, K6, Z11
+	VPSLLD       $0x17, Z8, Z8
+	VPADDD.Z     Z8, Z12, K7, Z12
+	MOVQ         CX, DX
+	SHLQ         $0x06, DX
+	VMOVUPS      Z9, (AX)(DX*1)
+	VMOVUPS      Z10, 64(AX)(DX*1)
+	VMOVUPS      Z11, 128(AX)(DX*1)
+	VMOVUPS      Z12, 192(AX)(DX*1)
+	VCMPPS       $0x15, constsAVX512<>+768(SB), Z24, K4
+	VMULPS       constsAVX512<>+128(SB), Z24, Z24
+	VADDPS       constsAVX512<>+832(SB), Z24, Z0
+	VSUBPS       constsAVX512<>+832(SB), Z0, Z1
+	VSUBPS       Z1, Z24, Z24
+	VMOVUPS      constsAVX512<>+896(SB), Z1
+	VFMADD213PS  constsAVX512<>+960(SB), Z24, Z1
+	VFMADD213PS  constsAVX512<>+1024(SB), Z24, Z1
+	VFMADD213PS  constsAVX512<>+1088(SB), Z24, Z1
+	VFMADD213PS  constsAVX512<>+1152(SB), Z24, Z1
+	VFMADD213PS  constsAVX512<>+1216(SB), Z24, Z1
+	VFMADD213PS  constsAVX512<>+704(SB), Z24, Z1
 	VPSLLD       $0x17, Z0, Z0
-	VPADDD.Z     Z0, Z3, K4, Z3
-	VBROADCASTSS (BX)(CX*4), Z0
-	VFMADD213PS  Z5, Z3, Z0
-	VMOVSS       X0, (BX)(CX*4)
-	VMOVSS       X1, (DX)(CX*4)
-	VMOVSS       X3, 1024(AX)(CX*4)
+	VPADDD.Z     Z0, Z1, K4, Z1
+	VSHUFF32X4   $0x44, Z10, Z9, Z0
+	VSHUFF32X4   $0xee, Z10, Z9, Z3
+	VADDPS       Z3, Z0, Z0
+	VSHUFF32X4   $0x44, Z12, Z11, Z3
+	VSHUFF32X4   $0xee, Z12, Z11, Z4
+	VADDPS       Z4, Z3, Z3
+	VSHUFF32X4   $0x88, Z3, Z0, Z4
+	VSHUFF32X4   $0xdd, Z3, Z0, Z0
+	VADDPS       Z0, Z4, Z4
+	VPERMILPS    $0x4e, Z4, Z0
+	VADDPS       Z0, Z4, Z4
+	VPERMILPS    $0xb1, Z4, Z0
+	VADDPS       Z0, Z4, Z4
+	VPERMPS      Z4, Z2, Z0
+	VMOVUPS      (BX)(CX*4), X2
+	VFMADD213PS  X0, X1, X2
+	VMOVUPS      X2, (BX)(CX*4)
+	VMOVUPS      X1, 1024(AX)(CX*4)
 	MOVQ         88(SP), CX
 	MOVQ         96(SP), DX
 	ADDQ         $0x04, CX
@@ -62962,67 +62385,6 @@ scores_rows4_pass3_fold:
 scores_rows4_row0_noalibi:
 	VMOVUPS      constsAVX512<>+1344(SB), Z2
 	VBLENDMPS    Z2, Z4, K3, Z4
-	MOVQ         88(SP), CX
-	MOVQ         m+96(FP), DX
-	MOVQ         l+104(FP), BX
-	VMOVUPS      Z4, Z2
-	VSHUFF32X4   $0x4e, Z2, Z2, Z5
-	VMAXPS       Z5, Z2, Z2
-	VSHUFF32X4   $0xb1, Z2, Z2, Z5
-	VMAXPS       Z5, Z2, Z2
-	VPERMILPS    $0x4e, Z2, Z5
-	VMAXPS       Z5, Z2, Z2
-	VPERMILPS    $0xb1, Z2, Z5
-	VMAXPS       Z5, Z2, Z2
-	VBROADCASTSS (DX)(CX*4), Z5
-	VMAXPS       Z2, Z5, Z2
-	VMAXPS       constsAVX512<>+1280(SB), Z2, Z6
-	VSUBPS       Z6, Z4, Z4
-	VCMPPS       $0x15, constsAVX512<>+768(SB), Z4, K4
-	VMULPS       constsAVX512<>+128(SB), Z4, Z4
-	VADDPS       constsAVX512<>+832(SB), Z4, Z7
-	VSUBPS       constsAVX512<>+832(SB), Z7, Z8
-	VSUBPS       Z8, Z4, Z4
-	VMOVUPS      constsAVX512<>+896(SB), Z8
-	VFMADD213PS  constsAVX512<>+960(SB), Z4, Z8
-	VFMADD213PS  constsAVX512<>+1024(SB), Z4, Z8
-	VFMADD213PS  constsAVX512<>+1088(SB), Z4, Z8
-	VFMADD213PS  constsAVX512<>+1152(SB), Z4, Z8
-	VFMADD213PS  constsAVX512<>+1216(SB), Z4, Z8
-	VFMADD213PS  constsAVX512<>+704(SB), Z4, Z8
-	VPSLLD       $0x17, Z7, Z7
-	VPADDD.Z     Z7, Z8, K4, Z8
-	MOVQ         CX, SI
-	SHLQ         $0x06, SI
-	VMOVUPS      Z8, (AX)(SI*1)
-	VSHUFF32X4   $0x4e, Z8, Z8, Z4
-	VADDPS       Z4, Z8, Z8
-	VSHUFF32X4   $0xb1, Z8, Z8, Z4
-	VADDPS       Z4, Z8, Z8
-	VPERMILPS    $0x4e, Z8, Z4
-	VADDPS       Z4, Z8, Z8
-	VPERMILPS    $0xb1, Z8, Z4
-	VADDPS       Z4, Z8, Z8
-	VSUBPS       Z6, Z5, Z5
-	VCMPPS       $0x15, constsAVX512<>+768(SB), Z5, K4
-	VMULPS       constsAVX512<>+128(SB), Z5, Z5
-	VADDPS       constsAVX512<>+832(SB), Z5, Z4
-	VSUBPS       constsAVX512<>+832(SB), Z4, Z6
-	VSUBPS       Z6, Z5, Z5
-	VMOVUPS      constsAVX512<>+896(SB), Z6
-	VFMADD213PS  constsAVX512<>+960(SB), Z5, Z6
-	VFMADD213PS  constsAVX512<>+1024(SB), Z5, Z6
-	VFMADD213PS  constsAVX512<>+1088(SB), Z5, Z6
-	VFMADD213PS  constsAVX512<>+1152(SB), Z5, Z6
-	VFMADD213PS  constsAVX512<>+1216(SB), Z5, Z6
-	VFMADD213PS  constsAVX512<>+704(SB), Z5, Z6
-	VPSLLD       $0x17, Z4, Z4
-	VPADDD.Z     Z4, Z6, K4, Z6
-	VBROADCASTSS (BX)(CX*4), Z4
-	VFMADD213PS  Z8, Z6, Z4
-	VMOVSS       X4, (BX)(CX*4)
-	VMOVSS       X2, (DX)(CX*4)
-	VMOVSS       X6, 1024(AX)(CX*4)
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
 	JZ           scores_rows4_row1_noalibi
@@ -63037,75 +62399,13 @@ scores_rows4_row0_noalibi:
 	VADDSS       (BX)(DX*4), X2, X2
 	VBROADCASTSS X2, Z2
 	VADDPS       iotaAVX512<>+0(SB), Z2, Z2
-	VBROADCASTSS (CX)(DX*4), Z4
-	VMULPS       Z4, Z2, Z2
+	VBROADCASTSS (CX)(DX*4), Z5
+	VMULPS       Z5, Z2, Z2
 	VADDPS       Z2, Z1, Z1
 
 scores_rows4_row1_noalibi:
 	VMOVUPS      constsAVX512<>+1344(SB), Z2
 	VBLENDMPS    Z2, Z1, K3, Z1
-	MOVQ         88(SP), CX
-	ADDQ         $0x01, CX
-	MOVQ         m+96(FP), DX
-	MOVQ         l+104(FP), BX
-	VMOVUPS      Z1, Z2
-	VSHUFF32X4   $0x4e, Z2, Z2, Z4
-	VMAXPS       Z4, Z2, Z2
-	VSHUFF32X4   $0xb1, Z2, Z2, Z4
-	VMAXPS       Z4, Z2, Z2
-	VPERMILPS    $0x4e, Z2, Z4
-	VMAXPS       Z4, Z2, Z2
-	VPERMILPS    $0xb1, Z2, Z4
-	VMAXPS       Z4, Z2, Z2
-	VBROADCASTSS (DX)(CX*4), Z4
-	VMAXPS       Z2, Z4, Z2
-	VMAXPS       constsAVX512<>+1280(SB), Z2, Z5
-	VSUBPS       Z5, Z1, Z1
-	VCMPPS       $0x15, constsAVX512<>+768(SB), Z1, K4
-	VMULPS       constsAVX512<>+128(SB), Z1, Z1
-	VADDPS       constsAVX512<>+832(SB), Z1, Z6
-	VSUBPS       constsAVX512<>+832(SB), Z6, Z7
-	VSUBPS       Z7, Z1, Z1
-	VMOVUPS      constsAVX512<>+896(SB), Z7
-	VFMADD213PS  constsAVX512<>+960(SB), Z1, Z7
-	VFMADD213PS  constsAVX512<>+1024(SB), Z1, Z7
-	VFMADD213PS  constsAVX512<>+1088(SB), Z1, Z7
-	VFMADD213PS  constsAVX512<>+1152(SB), Z1, Z7
-	VFMADD213PS  constsAVX512<>+1216(SB), Z1, Z7
-	VFMADD213PS  constsAVX512<>+704(SB), Z1, Z7
-	VPSLLD       $0x17, Z6, Z6
-	VPADDD.Z     Z6, Z7, K4, Z7
-	MOVQ         CX, SI
-	SHLQ         $0x06, SI
-	VMOVUPS      Z7, (AX)(SI*1)
-	VSHUFF32X4   $0x4e, Z7, Z7, Z1
-	VADDPS       Z1, Z7, Z7
-	VSHUFF32X4   $0xb1, Z7, Z7, Z1
-	VADDPS       Z1, Z7, Z7
-	VPERMILPS    $0x4e, Z7, Z1
-	VADDPS       Z1, Z7, Z7
-	VPERMILPS    $0xb1, Z7, Z1
-	VADDPS       Z1, Z7, Z7
-	VSUBPS       Z5, Z4, Z4
-	VCMPPS       $0x15, constsAVX512<>+768(SB), Z4, K4
-	VMULPS       constsAVX512<>+128(SB), Z4, Z4
-	VADDPS       constsAVX512<>+832(SB), Z4, Z1
-	VSUBPS       constsAVX512<>+832(SB), Z1, Z5
-	VSUBPS       Z5, Z4, Z4
-	VMOVUPS      constsAVX512<>+896(SB), Z5
-	VFMADD213PS  constsAVX512<>+960(SB), Z4, Z5
-	VFMADD213PS  constsAVX512<>+1024(SB), Z4, Z5
-	VFMADD213PS  constsAVX512<>+1088(SB), Z4, Z5
-	VFMADD213PS  constsAVX512<>+1152(SB), Z4, Z5
-	VFMADD213PS  constsAVX512<>+1216(SB), Z4, Z5
-	VFMADD213PS  constsAVX512<>+704(SB), Z4, Z5
-	VPSLLD       $0x17, Z1, Z1
-	VPADDD.Z     Z1, Z5, K4, Z5
-	VBROADCASTSS (BX)(CX*4), Z1
-	VFMADD213PS  Z7, Z5, Z1
-	VMOVSS       X1, (BX)(CX*4)
-	VMOVSS       X2, (DX)(CX*4)
-	VMOVSS       X5, 1024(AX)(CX*4)
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
 	JZ           scores_rows4_row2_noalibi
@@ -63113,82 +62413,20 @@ scores_rows4_row1_noalibi:
 	ADDQ         $0x02, DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX512<>+2048(SB), Z1
-	VCVTSI2SSQ   BX, X1, X1
+	VMOVUPS      constsAVX512<>+2048(SB), Z2
+	VCVTSI2SSQ   BX, X2, X2
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
-	VADDSS       (BX)(DX*4), X1, X1
-	VBROADCASTSS X1, Z1
-	VADDPS       iotaAVX512<>+0(SB), Z1, Z1
-	VBROADCASTSS (CX)(DX*4), Z2
-	VMULPS       Z2, Z1, Z1
-	VADDPS       Z1, Z3, Z3
+	VADDSS       (BX)(DX*4), X2, X2
+	VBROADCASTSS X2, Z2
+	VADDPS       iotaAVX512<>+0(SB), Z2, Z2
+	VBROADCASTSS (CX)(DX*4), Z5
+	VMULPS       Z5, Z2, Z2
+	VADDPS       Z2, Z3, Z3
 
 scores_rows4_row2_noalibi:
-	VMOVUPS      constsAVX512<>+1344(SB), Z1
-	VBLENDMPS    Z1, Z3, K3, Z3
-	MOVQ         88(SP), CX
-	ADDQ         $0x02, CX
-	MOVQ         m+96(FP), DX
-	MOVQ         l+104(FP), BX
-	VMOVUPS      Z3, Z1
-	VSHUFF32X4   $0x4e, Z1, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VSHUFF32X4   $0xb1, Z1, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VPERMILPS    $0x4e, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VPERMILPS    $0xb1, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VBROADCASTSS (DX)(CX*4), Z2
-	VMAXPS       Z1, Z2, Z1
-	VMAXPS       constsAVX512<>+1280(SB), Z1, Z4
-	VSUBPS       Z4, Z3, Z3
-	VCMPPS       $0x15, constsAVX512<>+768(SB), Z3, K4
-	VMULPS       constsAVX512<>+128(SB), Z3, Z3
-	VADDPS       constsAVX512<>+832(SB), Z3, Z5
-	VSUBPS       constsAVX512<>+832(SB), Z5, Z6
-	VSUBPS       Z6, Z3, Z3
-	VMOVUPS      constsAVX512<>+896(SB), Z6
-	VFMADD213PS  constsAVX512<>+960(SB), Z3, Z6
-	VFMADD213PS  constsAVX512<>+1024(SB), Z3, Z6
-	VFMADD213PS  constsAVX512<>+1088(SB), Z3, Z6
-	VFMADD213PS  constsAVX512<>+1152(SB), Z3, Z6
-	VFMADD213PS  constsAVX512<>+1216(SB), Z3, Z6
-	VFMADD213PS  constsAVX512<>+704(SB), Z3, Z6
-	VPSLLD       $0x17, Z5, Z5
-	VPADDD.Z     Z5, Z6, K4, Z6
-	MOVQ         CX, SI
-	SHLQ         $0x06, SI
-	VMOVUPS      Z6, (AX)(SI*1)
-	VSHUFF32X4   $0x4e, Z6, Z6, Z3
-	VADDPS       Z3, Z6, Z6
-	VSHUFF32X4   $0xb1, Z6, Z6, Z3
-	VADDPS       Z3, Z6, Z6
-	VPERMILPS    $0x4e, Z6, Z3
-	VADDPS       Z3, Z6, Z6
-	VPERMILPS    $0xb1, Z6, Z3
-	VADDPS       Z3, Z6, Z6
-	VSUBPS       Z4, Z2, Z2
-	VCMPPS       $0x15, constsAVX512<>+768(SB), Z2, K4
-	VMULPS       constsAVX512<>+128(SB), Z2, Z2
-	VADDPS       constsAVX512<>+832(SB), Z2, Z3
-	VSUBPS       constsAVX512<>+832(SB), Z3, Z4
-	VSUBPS       Z4, Z2, Z2
-	VMOVUPS      constsAVX512<>+896(SB), Z4
-	VFMADD213PS  constsAVX512<>+960(SB), Z2, Z4
-	VFMADD213PS  constsAVX512<>+1024(SB), Z2, Z4
-	VFMADD213PS  constsAVX512<>+1088(SB), Z2, Z4
-	VFMADD213PS  constsAVX512<>+1152(SB), Z2, Z4
-	VFMADD213PS  constsAVX512<>+1216(SB), Z2, Z4
-	VFMADD213PS  constsAVX512<>+704(SB), Z2, Z4
-	VPSLLD       $0x17, Z3, Z3
-	VPADDD.Z     Z3, Z4, K4, Z4
-	VBROADCASTSS (BX)(CX*4), Z2
-	VFMADD213PS  Z6, Z4, Z2
-	VMOVSS       X2, (BX)(CX*4)
-	VMOVSS       X1, (DX)(CX*4)
-	VMOVSS       X4, 1024(AX)(CX*4)
+	VMOVUPS      constsAVX512<>+1344(SB), Z2
+	VBLENDMPS    Z2, Z3, K3, Z3
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
 	JZ           scores_rows4_row3_noalibi
@@ -63196,82 +62434,148 @@ scores_rows4_row2_noalibi:
 	ADDQ         $0x03, DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX512<>+2048(SB), Z1
-	VCVTSI2SSQ   BX, X1, X1
+	VMOVUPS      constsAVX512<>+2048(SB), Z2
+	VCVTSI2SSQ   BX, X2, X2
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
-	VADDSS       (BX)(DX*4), X1, X1
-	VBROADCASTSS X1, Z1
-	VADDPS       iotaAVX512<>+0(SB), Z1, Z1
-	VBROADCASTSS (CX)(DX*4), Z2
-	VMULPS       Z2, Z1, Z1
-	VADDPS       Z1, Z0, Z0
+	VADDSS       (BX)(DX*4), X2, X2
+	VBROADCASTSS X2, Z2
+	VADDPS       iotaAVX512<>+0(SB), Z2, Z2
+	VBROADCASTSS (CX)(DX*4), Z5
+	VMULPS       Z5, Z2, Z2
+	VADDPS       Z2, Z0, Z0
 
 scores_rows4_row3_noalibi:
-	VMOVUPS      constsAVX512<>+1344(SB), Z1
-	VBLENDMPS    Z1, Z0, K3, Z0
+	VMOVUPS      constsAVX512<>+1344(SB), Z2
+	VBLENDMPS    Z2, Z0, K3, Z0
 	MOVQ         88(SP), CX
-	ADDQ         $0x03, CX
 	MOVQ         m+96(FP), DX
 	MOVQ         l+104(FP), BX
-	VMOVUPS      Z0, Z1
-	VSHUFF32X4   $0x4e, Z1, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VSHUFF32X4   $0xb1, Z1, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VPERMILPS    $0x4e, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VPERMILPS    $0xb1, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VBROADCASTSS (DX)(CX*4), Z2
-	VMAXPS       Z1, Z2, Z1
-	VMAXPS       constsAVX512<>+1280(SB), Z1, Z3
-	VSUBPS       Z3, Z0, Z0
-	VCMPPS       $0x15, constsAVX512<>+768(SB), Z0, K4
-	VMULPS       constsAVX512<>+128(SB), Z0, Z0
-	VADDPS       constsAVX512<>+832(SB), Z0, Z4
-	VSUBPS       constsAVX512<>+832(SB), Z4, Z5
+	VMOVUPS      blockFirstsAVX512<>+0(SB), Z2
+	VSHUFF32X4   $0x44, Z1, Z4, Z5
+	VSHUFF32X4   $0xee, Z1, Z4, Z6
+	VMAXPS       Z6, Z5, Z5
+	VSHUFF32X4   $0x44, Z0, Z3, Z6
+	VSHUFF32X4   $0xee, Z0, Z3, Z7
+	VMAXPS       Z7, Z6, Z6
+	VSHUFF32X4   $0x88, Z6, Z5, Z7
+	VSHUFF32X4   $0xdd, Z6, Z5, Z5
+	VMAXPS       Z5, Z7, Z7
+	VPERMILPS    $0x4e, Z7, Z5
+	VMAXPS       Z5, Z7, Z7
+	VPERMILPS    $0xb1, Z7, Z5
+	VMAXPS       Z5, Z7, Z7
+	VPERMPS      Z7, Z2, Z5
+	VMOVUPS      (DX)(CX*4), X25
+	VMAXPS       X5, X25, X5
+	VMAXPS       constsAVX512<>+1280(SB), X5, X6
+	VMOVUPS      X5, (DX)(CX*4)
+	VSUBPS       X6, X25, X25
+	VBROADCASTSS X6, Z5
+	VSUBPS       Z5, Z4, Z4
+	VPERMILPS    $0x55, X6, X5
+	VBROADCASTSS X5, Z5
+	VSUBPS       Z5, Z1, Z1
+	VPERMILPS    $0xaa, X6, X5
+	VBROADCASTSS X5, Z5
+	VSUBPS       Z5, Z3, Z3
+	VPERMILPS    $0xff, X6, X5
+	VBROADCASTSS X5, Z5
 	VSUBPS       Z5, Z0, Z0
-	VMOVUPS      constsAVX512<>+896(SB), Z5
-	VFMADD213PS  constsAVX512<>+960(SB), Z0, Z5
-	VFMADD213PS  constsAVX512<>+1024(SB), Z0, Z5
-	VFMADD213PS  constsAVX512<>+1088(SB), Z0, Z5
-	VFMADD213PS  constsAVX512<>+1152(SB), Z0, Z5
-	VFMADD213PS  constsAVX512<>+1216(SB), Z0, Z5
-	VFMADD213PS  constsAVX512<>+704(SB), Z0, Z5
-	VPSLLD       $0x17, Z4, Z4
-	VPADDD.Z     Z4, Z5, K4, Z5
-	MOVQ         CX, SI
-	SHLQ         $0x06, SI
-	VMOVUPS      Z5, (AX)(SI*1)
-	VSHUFF32X4   $0x4e, Z5, Z5, Z0
-	VADDPS       Z0, Z5, Z5
-	VSHUFF32X4   $0xb1, Z5, Z5, Z0
-	VADDPS       Z0, Z5, Z5
-	VPERMILPS    $0x4e, Z5, Z0
-	VADDPS       Z0, Z5, Z5
-	VPERMILPS    $0xb1, Z5, Z0
-	VADDPS       Z0, Z5, Z5
-	VSUBPS       Z3, Z2, Z2
-	VCMPPS       $0x15, constsAVX512<>+768(SB), Z2, K4
-	VMULPS       constsAVX512<>+128(SB), Z2, Z2
-	VADDPS       constsAVX512<>+832(SB), Z2, Z0
-	VSUBPS       constsAVX512<>+832(SB), Z0, Z3
-	VSUBPS       Z3, Z2, Z2
-	VMOVUPS      constsAVX512<>+896(SB), Z3
-	VFMADD213PS  constsAVX512<>+960(SB), Z2, Z3
-	VFMADD213PS  constsAVX512<>+1024(SB), Z2, Z3
-	VFMADD213PS  constsAVX512<>+1088(SB), Z2, Z3
-	VFMADD213PS  constsAVX512<>+1152(SB), Z2, Z3
-	VFMADD213PS  constsAVX512<>+1216(SB), Z2, Z3
-	VFMADD213PS  constsAVX512<>+704(SB), Z2, Z3
+	VCMPPS       $0x15, constsAVX512<>+768(SB), Z4, K4
+	VMULPS       constsAVX512<>+128(SB), Z4, Z4
+	VADDPS       constsAVX512<>+832(SB), Z4, Z5
+	VCMPPS       $0x15, constsAVX512<>+768(SB), Z1, K5
+	VMULPS       constsAVX512<>+128(SB), Z1, Z1
+	VADDPS       constsAVX512<>+832(SB), Z1, Z6
+	VCMPPS       $0x15, constsAVX512<>+768(SB), Z3, K6
+	VMULPS       constsAVX512<>+128(SB), Z3, Z3
+	VADDPS       constsAVX512<>+832(SB), Z3, Z7
+	VCMPPS       $0x15, constsAVX512<>+768(SB), Z0, K7
+	VMULPS       constsAVX512<>+128(SB), Z0, Z0
+	VADDPS       constsAVX512<>+832(SB), Z0, Z8
+	VSUBPS       constsAVX512<>+832(SB), Z5, Z9
+	VSUBPS       Z9, Z4, Z4
+	VSUBPS       constsAVX512<>+832(SB), Z6, Z9
+	VSUBPS       Z9, Z1, Z1
+	VSUBPS       constsAVX512<>+832(SB), Z7, Z9
+	VSUBPS       Z9, Z3, Z3
+	VSUBPS       constsAVX512<>+832(SB), Z8, Z9
+	VSUBPS       Z9, Z0, Z0
+	VMOVUPS      constsAVX512<>+896(SB), Z9
+	VMOVUPS      constsAVX512<>+896(SB), Z10
+	VMOVUPS      constsAVX512<>+896(SB), Z11
+	VMOVUPS      constsAVX512<>+896(SB), Z12
+	VFMADD213PS  constsAVX512<>+960(SB), Z4, Z9
+	VFMADD213PS  constsAVX512<>+960(SB), Z1, Z10
+	VFMADD213PS  constsAVX512<>+960(SB), Z3, Z11
+	VFMADD213PS  constsAVX512<>+960(SB), Z0, Z12
+	VFMADD213PS  constsAVX512<>+1024(SB), Z4, Z9
+	VFMADD213PS  constsAVX512<>+1024(SB), Z1, Z10
+	VFMADD213PS  constsAVX512<>+1024(SB), Z3, Z11
+	VFMADD213PS  constsAVX512<>+1024(SB), Z0, Z12
+	VFMADD213PS  constsAVX512<>+1088(SB), Z4, Z9
+	VFMADD213PS  constsAVX512<>+1088(SB), Z1, Z10
+	VFMADD213PS  constsAVX512<>+1088(SB), Z3, Z11
+	VFMADD213PS  constsAVX512<>+1088(SB), Z0, Z12
+	VFMADD213PS  constsAVX512<>+1152(SB), Z4, Z9
+	VFMADD213PS  constsAVX512<>+1152(SB), Z1, Z10
+	VFMADD213PS  constsAVX512<>+1152(SB), Z3, Z11
+	VFMADD213PS  constsAVX512<>+1152(SB), Z0, Z12
+	VFMADD213PS  constsAVX512<>+1216(SB), Z4, Z9
+	VFMADD213PS  constsAVX512<>+1216(SB), Z1, Z10
+	VFMADD213PS  constsAVX512<>+1216(SB), Z3, Z11
+	VFMADD213PS  constsAVX512<>+1216(SB), Z0, Z12
+	VFMADD213PS  constsAVX512<>+704(SB), Z4, Z9
+	VFMADD213PS  constsAVX512<>+704(SB), Z1, Z10
+	VFMADD213PS  constsAVX512<>+704(SB), Z3, Z11
+	VFMADD213PS  constsAVX512<>+704(SB), Z0, Z12
+	VPSLLD       $0x17, Z5, Z5
+	VPADDD.Z     Z5, Z9, K4, Z9
+	VPSLLD       $0x17, Z6, Z6
+	VPADDD.Z     Z6, Z10, K5, Z10
+	VPSLLD       $0x17, Z7, Z7
+	VPADDD.Z     Z7, Z11, K6, Z11
+	VPSLLD       $0x17, Z8, Z8
+	VPADDD.Z     Z8, Z12, K7, Z12
+	MOVQ         CX, DX
+	SHLQ         $0x06, DX
+	VMOVUPS      Z9, (AX)(DX*1)
+	VMOVUPS      Z10, 64(AX)(DX*1)
+	VMOVUPS      Z11, 128(AX)(DX*1)
+	VMOVUPS      Z12, 192(AX)(DX*1)
+	VCMPPS       $0x15, constsAVX512<>+768(SB), Z25, K4
+	VMULPS       constsAVX512<>+128(SB), Z25, Z25
+	VADDPS       constsAVX512<>+832(SB), Z25, Z0
+	VSUBPS       constsAVX512<>+832(SB), Z0, Z1
+	VSUBPS       Z1, Z25, Z25
+	VMOVUPS      constsAVX512<>+896(SB), Z1
+	VFMADD213PS  constsAVX512<>+960(SB), Z25, Z1
+	VFMADD213PS  constsAVX512<>+1024(SB), Z25, Z1
+	VFMADD213PS  constsAVX512<>+1088(SB), Z25, Z1
+	VFMADD213PS  constsAVX512<>+1152(SB), Z25, Z1
+	VFMADD213PS  constsAVX512<>+1216(SB), Z25, Z1
+	VFMADD213PS  constsAVX512<>+704(SB), Z25, Z1
 	VPSLLD       $0x17, Z0, Z0
-	VPADDD.Z     Z0, Z3, K4, Z3
-	VBROADCASTSS (BX)(CX*4), Z0
-	VFMADD213PS  Z5, Z3, Z0
-	VMOVSS       X0, (BX)(CX*4)
-	VMOVSS       X1, (DX)(CX*4)
-	VMOVSS       X3, 1024(AX)(CX*4)
+	VPADDD.Z     Z0, Z1, K4, Z1
+	VSHUFF32X4   $0x44, Z10, Z9, Z0
+	VSHUFF32X4   $0xee, Z10, Z9, Z3
+	VADDPS       Z3, Z0, Z0
+	VSHUFF32X4   $0x44, Z12, Z11, Z3
+	VSHUFF32X4   $0xee, Z12, Z11, Z4
+	VADDPS       Z4, Z3, Z3
+	VSHUFF32X4   $0x88, Z3, Z0, Z4
+	VSHUFF32X4   $0xdd, Z3, Z0, Z0
+	VADDPS       Z0, Z4, Z4
+	VPERMILPS    $0x4e, Z4, Z0
+	VADDPS       Z0, Z4, Z4
+	VPERMILPS    $0xb1, Z4, Z0
+	VADDPS       Z0, Z4, Z4
+	VPERMPS      Z4, Z2, Z0
+	VMOVUPS      (BX)(CX*4), X2
+	VFMADD213PS  X0, X1, X2
+	VMOVUPS      X2, (BX)(CX*4)
+	VMOVUPS      X1, 1024(AX)(CX*4)
 	MOVQ         88(SP), CX
 	MOVQ         96(SP), DX
 	ADDQ         $0x04, CX
@@ -68159,7 +67463,7 @@ panelnext:
 	RET
 
 // func DecodeI8AVX512(q *float32, rows int, kvec int, ktail int, k *int8, ldk int, v *int8, ldv int, nk int, vvec int, vtail int, o *float32, m *float32, l *float32, s *float32, alibi *float32, ks *float32, ldks int, vs *float32, ldvs int)
-// Requires: AVX, AVX512BW, AVX512F, CMOV, MMX+
+// Requires: AVX, AVX512BW, AVX512F, CMOV, FMA3, MMX+
 TEXT ·DecodeI8AVX512(SB), NOSPLIT, $208-160
 	MOVQ s+112(FP), AX
 	MOVQ ldk+40(FP), CX
@@ -68388,41 +67692,41 @@ scalesk:
 	VMOVUPS.Z    (R10), K4, Z1
 	VINSERTF32X4 $0x03, X1, Z0, Z0
 	VMOVUPS.Z    (CX)(SI*1), K4, Z1
-	VMOVUPS.Z    (R8)(SI*1), K4, Z2
-	VINSERTF32X4 $0x01, X2, Z1, Z1
-	VMOVUPS.Z    (R9)(SI*1), K4, Z2
-	VINSERTF32X4 $0x02, X2, Z1, Z1
-	VMOVUPS.Z    (R10)(SI*1), K4, Z2
-	VINSERTF32X4 $0x03, X2, Z1, Z1
-	VMOVUPS.Z    (CX)(SI*2), K4, Z2
-	VMOVUPS.Z    (R8)(SI*2), K4, Z3
-	VINSERTF32X4 $0x01, X3, Z2, Z2
-	VMOVUPS.Z    (R9)(SI*2), K4, Z3
-	VINSERTF32X4 $0x02, X3, Z2, Z2
-	VMOVUPS.Z    (R10)(SI*2), K4, Z3
-	VINSERTF32X4 $0x03, X3, Z2, Z2
-	VMOVUPS.Z    (CX)(DI*1), K4, Z3
-	VMOVUPS.Z    (R8)(DI*1), K4, Z4
-	VINSERTF32X4 $0x01, X4, Z3, Z3
-	VMOVUPS.Z    (R9)(DI*1), K4, Z4
-	VINSERTF32X4 $0x02, X4, Z3, Z3
-	VMOVUPS.Z    (R10)(DI*1), K4, Z4
-	VINSERTF32X4 $0x03, X4, Z3, Z3
-	VUNPCKLPS    Z1, Z0, Z4
+	VMOVUPS.Z    (R8)(SI*1), K4, Z4
+	VINSERTF32X4 $0x01, X4, Z1, Z1
+	VMOVUPS.Z    (R9)(SI*1), K4, Z4
+	VINSERTF32X4 $0x02, X4, Z1, Z1
+	VMOVUPS.Z    (R10)(SI*1), K4, Z4
+	VINSERTF32X4 $0x03, X4, Z1, Z1
+	VMOVUPS.Z    (CX)(SI*2), K4, Z4
+	VMOVUPS.Z    (R8)(SI*2), K4, Z5
+	VINSERTF32X4 $0x01, X5, Z4, Z4
+	VMOVUPS.Z    (R9)(SI*2), K4, Z5
+	VINSERTF32X4 $0x02, X5, Z4, Z4
+	VMOVUPS.Z    (R10)(SI*2), K4, Z5
+	VINSERTF32X4 $0x03, X5, Z4, Z4
+	VMOVUPS.Z    (CX)(DI*1), K4, Z5
+	VMOVUPS.Z    (R8)(DI*1), K4, Z6
+	VINSERTF32X4 $0x01, X6, Z5, Z5
+	VMOVUPS.Z    (R9)(DI*1), K4, Z6
+	VINSERTF32X4 $0x02, X6, Z5, Z5
+	VMOVUPS.Z    (R10)(DI*1), K4, Z6
+	VINSERTF32X4 $0x03, X6, Z5, Z5
+	VUNPCKLPS    Z1, Z0, Z6
 	VUNPCKHPS    Z1, Z0, Z0
-	VUNPCKLPS    Z3, Z2, Z1
-	VUNPCKHPS    Z3, Z2, Z2
-	VUNPCKLPD    Z1, Z4, Z3
-	VUNPCKHPD    Z1, Z4, Z1
-	VUNPCKLPD    Z2, Z0, Z4
-	VUNPCKHPD    Z2, Z0, Z0
-	VMOVUPS      Z3, (DX)
+	VUNPCKLPS    Z5, Z4, Z1
+	VUNPCKHPS    Z5, Z4, Z4
+	VUNPCKLPD    Z1, Z6, Z5
+	VUNPCKHPD    Z1, Z6, Z1
+	VUNPCKLPD    Z4, Z0, Z6
+	VUNPCKHPD    Z4, Z0, Z0
+	VMOVUPS      Z5, (DX)
 	CMPQ         R11, $0x01
 	JLE          scalesk_stored
 	VMOVUPS      Z1, 64(DX)
 	CMPQ         R11, $0x02
 	JLE          scalesk_stored
-	VMOVUPS      Z4, 128(DX)
+	VMOVUPS      Z6, 128(DX)
 	CMPQ         R11, $0x03
 	JLE          scalesk_stored
 	VMOVUPS      Z0, 192(DX)
@@ -68459,41 +67763,41 @@ scalesv:
 	VMOVUPS.Z    (R10), K4, Z1
 	VINSERTF32X4 $0x03, X1, Z0, Z0
 	VMOVUPS.Z    (CX)(SI*1), K4, Z1
-	VMOVUPS.Z    (R8)(SI*1), K4, Z2
-	VINSERTF32X4 $0x01, X2, Z1, Z1
-	VMOVUPS.Z    (R9)(SI*1), K4, Z2
-	VINSERTF32X4 $0x02, X2, Z1, Z1
-	VMOVUPS.Z    (R10)(SI*1), K4, Z2
-	VINSERTF32X4 $0x03, X2, Z1, Z1
-	VMOVUPS.Z    (CX)(SI*2), K4, Z2
-	VMOVUPS.Z    (R8)(SI*2), K4, Z3
-	VINSERTF32X4 $0x01, X3, Z2, Z2
-	VMOVUPS.Z    (R9)(SI*2), K4, Z3
-	VINSERTF32X4 $0x02, X3, Z2, Z2
-	VMOVUPS.Z    (R10)(SI*2), K4, Z3
-	VINSERTF32X4 $0x03, X3, Z2, Z2
-	VMOVUPS.Z    (CX)(DI*1), K4, Z3
-	VMOVUPS.Z    (R8)(DI*1), K4, Z4
-	VINSERTF32X4 $0x01, X4, Z3, Z3
-	VMOVUPS.Z    (R9)(DI*1), K4, Z4
-	VINSERTF32X4 $0x02, X4, Z3, Z3
-	VMOVUPS.Z    (R10)(DI*1), K4, Z4
-	VINSERTF32X4 $0x03, X4, Z3, Z3
-	VUNPCKLPS    Z1, Z0, Z4
+	VMOVUPS.Z    (R8)(SI*1), K4, Z4
+	VINSERTF32X4 $0x01, X4, Z1, Z1
+	VMOVUPS.Z    (R9)(SI*1), K4, Z4
+	VINSERTF32X4 $0x02, X4, Z1, Z1
+	VMOVUPS.Z    (R10)(SI*1), K4, Z4
+	VINSERTF32X4 $0x03, X4, Z1, Z1
+	VMOVUPS.Z    (CX)(SI*2), K4, Z4
+	VMOVUPS.Z    (R8)(SI*2), K4, Z5
+	VINSERTF32X4 $0x01, X5, Z4, Z4
+	VMOVUPS.Z    (R9)(SI*2), K4, Z5
+	VINSERTF32X4 $0x02, X5, Z4, Z4
+	VMOVUPS.Z    (R10)(SI*2), K4, Z5
+	VINSERTF32X4 $0x03, X5, Z4, Z4
+	VMOVUPS.Z    (CX)(DI*1), K4, Z5
+	VMOVUPS.Z    (R8)(DI*1), K4, Z6
+	VINSERTF32X4 $0x01, X6, Z5, Z5
+	VMOVUPS.Z    (R9)(DI*1), K4, Z6
+	VINSERTF32X4 $0x02, X6, Z5, Z5
+	VMOVUPS.Z    (R10)(DI*1), K4, Z6
+	VINSERTF32X4 $0x03, X6, Z5, Z5
+	VUNPCKLPS    Z1, Z0, Z6
 	VUNPCKHPS    Z1, Z0, Z0
-	VUNPCKLPS    Z3, Z2, Z1
-	VUNPCKHPS    Z3, Z2, Z2
-	VUNPCKLPD    Z1, Z4, Z3
-	VUNPCKHPD    Z1, Z4, Z1
-	VUNPCKLPD    Z2, Z0, Z4
-	VUNPCKHPD    Z2, Z0, Z0
-	VMOVUPS      Z3, (DX)
+	VUNPCKLPS    Z5, Z4, Z1
+	VUNPCKHPS    Z5, Z4, Z4
+	VUNPCKLPD    Z1, Z6, Z5
+	VUNPCKHPD    Z1, Z6, Z1
+	VUNPCKLPD    Z4, Z0, Z6
+	VUNPCKHPD    Z4, Z0, Z0
+	VMOVUPS      Z5, (DX)
 	CMPQ         R11, $0x01
 	JLE          scalesv_stored
 	VMOVUPS      Z1, 64(DX)
 	CMPQ         R11, $0x02
 	JLE          scalesv_stored
-	VMOVUPS      Z4, 128(DX)
+	VMOVUPS      Z6, 128(DX)
 	CMPQ         R11, $0x03
 	JLE          scalesv_stored
 	VMOVUPS      Z0, 192(DX)
@@ -68523,8 +67827,6 @@ scalesv_stored:
 scores_rows4_prefetched:
 	VMOVUPS constsAVX512<>+2048(SB), Z0
 	VMOVUPS constsAVX512<>+2048(SB), Z1
-	VMOVUPS constsAVX512<>+2048(SB), Z2
-	VMOVUPS constsAVX512<>+2048(SB), Z3
 	VMOVUPS constsAVX512<>+2048(SB), Z4
 	VMOVUPS constsAVX512<>+2048(SB), Z5
 	VMOVUPS constsAVX512<>+2048(SB), Z6
@@ -68537,6 +67839,8 @@ scores_rows4_prefetched:
 	VMOVUPS constsAVX512<>+2048(SB), Z13
 	VMOVUPS constsAVX512<>+2048(SB), Z14
 	VMOVUPS constsAVX512<>+2048(SB), Z15
+	VMOVUPS constsAVX512<>+2048(SB), Z16
+	VMOVUPS constsAVX512<>+2048(SB), Z17
 	MOVQ    48(SP), CX
 	MOVQ    (SP), DX
 	LEAQ    (CX)(CX*2), BX
@@ -68550,46 +67854,46 @@ scores_rows4_prefetched:
 	JZ      scores_rows4_prefetched_pass0_last_dims
 
 scores_rows4_prefetched_pass0_dims:
-	VMOVUPS     (DI), Z16
-	VMOVUPS     (DI)(R8*1), Z17
-	VMOVUPS     (DI)(R8*2), Z18
-	VMOVUPS     (R9)(R8*1), Z19
+	VMOVUPS     (DI), Z18
+	VMOVUPS     (DI)(R8*1), Z19
+	VMOVUPS     (DI)(R8*2), Z20
+	VMOVUPS     (R9)(R8*1), Z21
 	MOVQ        32(SP), R11
 	SUBQ        R10, R11
 	SHRQ        $0x01, R11
 	SHLQ        $0x06, R11
 	PREFETCHT1  (SI)
-	VPMOVSXBD   (DX), Z20
-	VCVTDQ2PS   Z20, Z20
-	VMULPS.BCST 1216(AX)(R11*1), Z20, Z20
-	VFMADD231PS Z20, Z16, Z0
-	VFMADD231PS Z20, Z17, Z1
-	VFMADD231PS Z20, Z18, Z2
-	VFMADD231PS Z20, Z19, Z3
+	VPMOVSXBD   (DX), Z22
+	VCVTDQ2PS   Z22, Z22
+	VMULPS.BCST 1216(AX)(R11*1), Z22, Z22
+	VFMADD231PS Z22, Z18, Z0
+	VFMADD231PS Z22, Z19, Z1
+	VFMADD231PS Z22, Z20, Z4
+	VFMADD231PS Z22, Z21, Z5
 	PREFETCHT1  (SI)(CX*1)
-	VPMOVSXBD   (DX)(CX*1), Z20
-	VCVTDQ2PS   Z20, Z20
-	VMULPS.BCST 1220(AX)(R11*1), Z20, Z20
-	VFMADD231PS Z20, Z16, Z4
-	VFMADD231PS Z20, Z17, Z5
-	VFMADD231PS Z20, Z18, Z6
-	VFMADD231PS Z20, Z19, Z7
+	VPMOVSXBD   (DX)(CX*1), Z22
+	VCVTDQ2PS   Z22, Z22
+	VMULPS.BCST 1220(AX)(R11*1), Z22, Z22
+	VFMADD231PS Z22, Z18, Z6
+	VFMADD231PS Z22, Z19, Z7
+	VFMADD231PS Z22, Z20, Z8
+	VFMADD231PS Z22, Z21, Z9
 	PREFETCHT1  (SI)(CX*2)
-	VPMOVSXBD   (DX)(CX*2), Z20
-	VCVTDQ2PS   Z20, Z20
-	VMULPS.BCST 1224(AX)(R11*1), Z20, Z20
-	VFMADD231PS Z20, Z16, Z8
-	VFMADD231PS Z20, Z17, Z9
-	VFMADD231PS Z20, Z18, Z10
-	VFMADD231PS Z20, Z19, Z11
+	VPMOVSXBD   (DX)(CX*2), Z22
+	VCVTDQ2PS   Z22, Z22
+	VMULPS.BCST 1224(AX)(R11*1), Z22, Z22
+	VFMADD231PS Z22, Z18, Z10
+	VFMADD231PS Z22, Z19, Z11
+	VFMADD231PS Z22, Z20, Z12
+	VFMADD231PS Z22, Z21, Z13
 	PREFETCHT1  (SI)(BX*1)
-	VPMOVSXBD   (DX)(BX*1), Z20
-	VCVTDQ2PS   Z20, Z20
-	VMULPS.BCST 1228(AX)(R11*1), Z20, Z20
-	VFMADD231PS Z20, Z16, Z12
-	VFMADD231PS Z20, Z17, Z13
-	VFMADD231PS Z20, Z18, Z14
-	VFMADD231PS Z20, Z19, Z15
+	VPMOVSXBD   (DX)(BX*1), Z22
+	VCVTDQ2PS   Z22, Z22
+	VMULPS.BCST 1228(AX)(R11*1), Z22, Z22
+	VFMADD231PS Z22, Z18, Z14
+	VFMADD231PS Z22, Z19, Z15
+	VFMADD231PS Z22, Z20, Z16
+	VFMADD231PS Z22, Z21, Z17
 	ADDQ        $0x40, DI
 	ADDQ        $0x40, R9
 	ADDQ        $0x10, DX
@@ -68600,54 +67904,51 @@ scores_rows4_prefetched_pass0_dims:
 scores_rows4_prefetched_pass0_last_dims:
 	CMPQ        ktail+24(FP), $0x10
 	JEQ         scores_rows4_prefetched_pass0_fold
-	VMOVUPS.Z   (DI), K1, Z16
-	VMOVUPS.Z   (DI)(R8*1), K1, Z17
-	VMOVUPS.Z   (DI)(R8*2), K1, Z18
-	VMOVUPS.Z   (R9)(R8*1), K1, Z19
+	VMOVUPS.Z   (DI), K1, Z18
+	VMOVUPS.Z   (DI)(R8*1), K1, Z19
+	VMOVUPS.Z   (DI)(R8*2), K1, Z20
+	VMOVUPS.Z   (R9)(R8*1), K1, Z21
 	MOVQ        32(SP), SI
 	SUBQ        R10, SI
 	SHRQ        $0x01, SI
 	SHLQ        $0x06, SI
-	VMOVDQU8.Z  (DX), K1, Z20
-	VPMOVSXBD   X20, Z20
-	VCVTDQ2PS   Z20, Z20
-	VMULPS.BCST 1216(AX)(SI*1), Z20, Z20
-	VFMADD231PS Z20, Z16, Z0
-	VFMADD231PS Z20, Z17, Z1
-	VFMADD231PS Z20, Z18, Z2
-	VFMADD231PS Z20, Z19, Z3
-	VMOVDQU8.Z  (DX)(CX*1), K1, Z20
-	VPMOVSXBD   X20, Z20
-	VCVTDQ2PS   Z20, Z20
-	VMULPS.BCST 1220(AX)(SI*1), Z20, Z20
-	VFMADD231PS Z20, Z16, Z4
-	VFMADD231PS Z20, Z17, Z5
-	VFMADD231PS Z20, Z18, Z6
-	VFMADD231PS Z20, Z19, Z7
-	VMOVDQU8.Z  (DX)(CX*2), K1, Z20
-	VPMOVSXBD   X20, Z20
-	VCVTDQ2PS   Z20, Z20
-	VMULPS.BCST 1224(AX)(SI*1), Z20, Z20
-	VFMADD231PS Z20, Z16, Z8
-	VFMADD231PS Z20, Z17, Z9
-	VFMADD231PS Z20, Z18, Z10
-	VFMADD231PS Z20, Z19, Z11
-	VMOVDQU8.Z  (DX)(BX*1), K1, Z20
-	VPMOVSXBD   X20, Z20
-	VCVTDQ2PS   Z20, Z20
-	VMULPS.BCST 1228(AX)(SI*1), Z20, Z20
-	VFMADD231PS Z20, Z16, Z12
-	VFMADD231PS Z20, Z17, Z13
-	VFMADD231PS Z20, Z18, Z14
-	VFMADD231PS Z20, Z19, Z15
+	VMOVDQU8.Z  (DX), K1, Z22
+	VPMOVSXBD   X22, Z22
+	VCVTDQ2PS   Z22, Z22
+	VMULPS.BCST 1216(AX)(SI*1), Z22, Z22
+	VFMADD231PS Z22, Z18, Z0
+	VFMADD231PS Z22, Z19, Z1
+	VFMADD231PS Z22, Z20, Z4
+	VFMADD231PS Z22, Z21, Z5
+	VMOVDQU8.Z  (DX)(CX*1), K1, Z22
+	VPMOVSXBD   X22, Z22
+	VCVTDQ2PS   Z22, Z22
+	VMULPS.BCST 1220(AX)(SI*1), Z22, Z22
+	VFMADD231PS Z22, Z18, Z6
+	VFMADD231PS Z22, Z19, Z7
+	VFMADD231PS Z22, Z20, Z8
+	VFMADD231PS Z22, Z21, Z9
+	VMOVDQU8.Z  (DX)(CX*2), K1, Z22
+	VPMOVSXBD   X22, Z22
+	VCVTDQ2PS   Z22, Z22
+	VMULPS.BCST 1224(AX)(SI*1), Z22, Z22
+	VFMADD231PS Z22, Z18, Z10
+	VFMADD231PS Z22, Z19, Z11
+	VFMADD231PS Z22, Z20, Z12
+	VFMADD231PS Z22, Z21, Z13
+	VMOVDQU8.Z  (DX)(BX*1), K1, Z22
+	VPMOVSXBD   X22, Z22
+	VCVTDQ2PS   Z22, Z22
+	VMULPS.BCST 1228(AX)(SI*1), Z22, Z22
+	VFMADD231PS Z22, Z18, Z14
+	VFMADD231PS Z22, Z19, Z15
+	VFMADD231PS Z22, Z20, Z16
+	VFMADD231PS Z22, Z21, Z17
 
 scores_rows4_prefetched_pass0_fold:
-	VSHUFF32X4 $0xee, Z1, Z0, Z16
+	VSHUFF32X4 $0xee, Z1, Z0, Z18
 	VSHUFF32X4 $0x44, Z1, Z0, Z0
-	VADDPS     Z16, Z0, Z0
-	VSHUFF32X4 $0xee, Z3, Z2, Z1
-	VSHUFF32X4 $0x44, Z3, Z2, Z2
-	VADDPS     Z1, Z2, Z2
+	VADDPS     Z18, Z0, Z0
 	VSHUFF32X4 $0xee, Z5, Z4, Z1
 	VSHUFF32X4 $0x44, Z5, Z4, Z4
 	VADDPS     Z1, Z4, Z4
@@ -68666,32 +67967,33 @@ scores_rows4_prefetched_pass0_fold:
 	VSHUFF32X4 $0xee, Z15, Z14, Z1
 	VSHUFF32X4 $0x44, Z15, Z14, Z14
 	VADDPS     Z1, Z14, Z14
-	VSHUFF32X4 $0xdd, Z2, Z0, Z1
-	VSHUFF32X4 $0x88, Z2, Z0, Z0
+	VSHUFF32X4 $0xee, Z17, Z16, Z1
+	VSHUFF32X4 $0x44, Z17, Z16, Z16
+	VADDPS     Z1, Z16, Z16
+	VSHUFF32X4 $0xdd, Z4, Z0, Z1
+	VSHUFF32X4 $0x88, Z4, Z0, Z0
 	VADDPS     Z1, Z0, Z0
-	VSHUFF32X4 $0xdd, Z6, Z4, Z1
-	VSHUFF32X4 $0x88, Z6, Z4, Z4
-	VADDPS     Z1, Z4, Z4
-	VSHUFF32X4 $0xdd, Z10, Z8, Z1
-	VSHUFF32X4 $0x88, Z10, Z8, Z8
-	VADDPS     Z1, Z8, Z8
-	VSHUFF32X4 $0xdd, Z14, Z12, Z1
-	VSHUFF32X4 $0x88, Z14, Z12, Z12
-	VADDPS     Z1, Z12, Z12
-	VSHUFPS    $0xee, Z4, Z0, Z1
-	VSHUFPS    $0x44, Z4, Z0, Z0
+	VSHUFF32X4 $0xdd, Z8, Z6, Z1
+	VSHUFF32X4 $0x88, Z8, Z6, Z6
+	VADDPS     Z1, Z6, Z6
+	VSHUFF32X4 $0xdd, Z12, Z10, Z1
+	VSHUFF32X4 $0x88, Z12, Z10, Z10
+	VADDPS     Z1, Z10, Z10
+	VSHUFF32X4 $0xdd, Z16, Z14, Z1
+	VSHUFF32X4 $0x88, Z16, Z14, Z14
+	VADDPS     Z1, Z14, Z14
+	VSHUFPS    $0xee, Z6, Z0, Z1
+	VSHUFPS    $0x44, Z6, Z0, Z0
 	VADDPS     Z1, Z0, Z0
-	VSHUFPS    $0xee, Z12, Z8, Z1
-	VSHUFPS    $0x44, Z12, Z8, Z8
-	VADDPS     Z1, Z8, Z8
-	VSHUFPS    $0xdd, Z8, Z0, Z1
-	VSHUFPS    $0x88, Z8, Z0, Z0
+	VSHUFPS    $0xee, Z14, Z10, Z1
+	VSHUFPS    $0x44, Z14, Z10, Z10
+	VADDPS     Z1, Z10, Z10
+	VSHUFPS    $0xdd, Z10, Z0, Z1
+	VSHUFPS    $0x88, Z10, Z0, Z0
 	VADDPS     Z1, Z0, Z0
-	VMOVUPS    Z0, Z21
+	VMOVUPS    Z0, Z23
 	VMOVUPS    constsAVX512<>+2048(SB), Z0
 	VMOVUPS    constsAVX512<>+2048(SB), Z1
-	VMOVUPS    constsAVX512<>+2048(SB), Z2
-	VMOVUPS    constsAVX512<>+2048(SB), Z3
 	VMOVUPS    constsAVX512<>+2048(SB), Z4
 	VMOVUPS    constsAVX512<>+2048(SB), Z5
 	VMOVUPS    constsAVX512<>+2048(SB), Z6
@@ -68704,6 +68006,8 @@ scores_rows4_prefetched_pass0_fold:
 	VMOVUPS    constsAVX512<>+2048(SB), Z13
 	VMOVUPS    constsAVX512<>+2048(SB), Z14
 	VMOVUPS    constsAVX512<>+2048(SB), Z15
+	VMOVUPS    constsAVX512<>+2048(SB), Z16
+	VMOVUPS    constsAVX512<>+2048(SB), Z17
 	MOVQ       48(SP), CX
 	MOVQ       (SP), DX
 	IMUL3Q     $0x04, CX, BX
@@ -68719,46 +68023,46 @@ scores_rows4_prefetched_pass0_fold:
 	JZ         scores_rows4_prefetched_pass1_last_dims
 
 scores_rows4_prefetched_pass1_dims:
-	VMOVUPS     (DI), Z16
-	VMOVUPS     (DI)(R8*1), Z17
-	VMOVUPS     (DI)(R8*2), Z18
-	VMOVUPS     (R9)(R8*1), Z19
+	VMOVUPS     (DI), Z18
+	VMOVUPS     (DI)(R8*1), Z19
+	VMOVUPS     (DI)(R8*2), Z20
+	VMOVUPS     (R9)(R8*1), Z21
 	MOVQ        32(SP), R11
 	SUBQ        R10, R11
 	SHRQ        $0x01, R11
 	SHLQ        $0x06, R11
 	PREFETCHT1  (SI)
-	VPMOVSXBD   (DX), Z20
-	VCVTDQ2PS   Z20, Z20
-	VMULPS.BCST 1232(AX)(R11*1), Z20, Z20
-	VFMADD231PS Z20, Z16, Z0
-	VFMADD231PS Z20, Z17, Z1
-	VFMADD231PS Z20, Z18, Z2
-	VFMADD231PS Z20, Z19, Z3
+	VPMOVSXBD   (DX), Z22
+	VCVTDQ2PS   Z22, Z22
+	VMULPS.BCST 1232(AX)(R11*1), Z22, Z22
+	VFMADD231PS Z22, Z18, Z0
+	VFMADD231PS Z22, Z19, Z1
+	VFMADD231PS Z22, Z20, Z4
+	VFMADD231PS Z22, Z21, Z5
 	PREFETCHT1  (SI)(CX*1)
-	VPMOVSXBD   (DX)(CX*1), Z20
-	VCVTDQ2PS   Z20, Z20
-	VMULPS.BCST 1236(AX)(R11*1), Z20, Z20
-	VFMADD231PS Z20, Z16, Z4
-	VFMADD231PS Z20, Z17, Z5
-	VFMADD231PS Z20, Z18, Z6
-	VFMADD231PS Z20, Z19, Z7
+	VPMOVSXBD   (DX)(CX*1), Z22
+	VCVTDQ2PS   Z22, Z22
+	VMULPS.BCST 1236(AX)(R11*1), Z22, Z22
+	VFMADD231PS Z22, Z18, Z6
+	VFMADD231PS Z22, Z19, Z7
+	VFMADD231PS Z22, Z20, Z8
+	VFMADD231PS Z22, Z21, Z9
 	PREFETCHT1  (SI)(CX*2)
-	VPMOVSXBD   (DX)(CX*2), Z20
-	VCVTDQ2PS   Z20, Z20
-	VMULPS.BCST 1240(AX)(R11*1), Z20, Z20
-	VFMADD231PS Z20, Z16, Z8
-	VFMADD231PS Z20, Z17, Z9
-	VFMADD231PS Z20, Z18, Z10
-	VFMADD231PS Z20, Z19, Z11
+	VPMOVSXBD   (DX)(CX*2), Z22
+	VCVTDQ2PS   Z22, Z22
+	VMULPS.BCST 1240(AX)(R11*1), Z22, Z22
+	VFMADD231PS Z22, Z18, Z10
+	VFMADD231PS Z22, Z19, Z11
+	VFMADD231PS Z22, Z20, Z12
+	VFMADD231PS Z22, Z21, Z13
 	PREFETCHT1  (SI)(BX*1)
-	VPMOVSXBD   (DX)(BX*1), Z20
-	VCVTDQ2PS   Z20, Z20
-	VMULPS.BCST 1244(AX)(R11*1), Z20, Z20
-	VFMADD231PS Z20, Z16, Z12
-	VFMADD231PS Z20, Z17, Z13
-	VFMADD231PS Z20, Z18, Z14
-	VFMADD231PS Z20, Z19, Z15
+	VPMOVSXBD   (DX)(BX*1), Z22
+	VCVTDQ2PS   Z22, Z22
+	VMULPS.BCST 1244(AX)(R11*1), Z22, Z22
+	VFMADD231PS Z22, Z18, Z14
+	VFMADD231PS Z22, Z19, Z15
+	VFMADD231PS Z22, Z20, Z16
+	VFMADD231PS Z22, Z21, Z17
 	ADDQ        $0x40, DI
 	ADDQ        $0x40, R9
 	ADDQ        $0x10, DX
@@ -68769,54 +68073,51 @@ scores_rows4_prefetched_pass1_dims:
 scores_rows4_prefetched_pass1_last_dims:
 	CMPQ        ktail+24(FP), $0x10
 	JEQ         scores_rows4_prefetched_pass1_fold
-	VMOVUPS.Z   (DI), K1, Z16
-	VMOVUPS.Z   (DI)(R8*1), K1, Z17
-	VMOVUPS.Z   (DI)(R8*2), K1, Z18
-	VMOVUPS.Z   (R9)(R8*1), K1, Z19
+	VMOVUPS.Z   (DI), K1, Z18
+	VMOVUPS.Z   (DI)(R8*1), K1, Z19
+	VMOVUPS.Z   (DI)(R8*2), K1, Z20
+	VMOVUPS.Z   (R9)(R8*1), K1, Z21
 	MOVQ        32(SP), SI
 	SUBQ        R10, SI
 	SHRQ        $0x01, SI
 	SHLQ        $0x06, SI
-	VMOVDQU8.Z  (DX), K1, Z20
-	VPMOVSXBD   X20, Z20
-	VCVTDQ2PS   Z20, Z20
-	VMULPS.BCST 1232(AX)(SI*1), Z20, Z20
-	VFMADD231PS Z20, Z16, Z0
-	VFMADD231PS Z20, Z17, Z1
-	VFMADD231PS Z20, Z18, Z2
-	VFMADD231PS Z20, Z19, Z3
-	VMOVDQU8.Z  (DX)(CX*1), K1, Z20
-	VPMOVSXBD   X20, Z20
-	VCVTDQ2PS   Z20, Z20
-	VMULPS.BCST 1236(AX)(SI*1), Z20, Z20
-	VFMADD231PS Z20, Z16, Z4
-	VFMADD231PS Z20, Z17, Z5
-	VFMADD231PS Z20, Z18, Z6
-	VFMADD231PS Z20, Z19, Z7
-	VMOVDQU8.Z  (DX)(CX*2), K1, Z20
-	VPMOVSXBD   X20, Z20
-	VCVTDQ2PS   Z20, Z20
-	VMULPS.BCST 1240(AX)(SI*1), Z20, Z20
-	VFMADD231PS Z20, Z16, Z8
-	VFMADD231PS Z20, Z17, Z9
-	VFMADD231PS Z20, Z18, Z10
-	VFMADD231PS Z20, Z19, Z11
-	VMOVDQU8.Z  (DX)(BX*1), K1, Z20
-	VPMOVSXBD   X20, Z20
-	VCVTDQ2PS   Z20, Z20
-	VMULPS.BCST 1244(AX)(SI*1), Z20, Z20
-	VFMADD231PS Z20, Z16, Z12
-	VFMADD231PS Z20, Z17, Z13
-	VFMADD231PS Z20, Z18, Z14
-	VFMADD231PS Z20, Z19, Z15
+	VMOVDQU8.Z  (DX), K1, Z22
+	VPMOVSXBD   X22, Z22
+	VCVTDQ2PS   Z22, Z22
+	VMULPS.BCST 1232(AX)(SI*1), Z22, Z22
+	VFMADD231PS Z22, Z18, Z0
+	VFMADD231PS Z22, Z19, Z1
+	VFMADD231PS Z22, Z20, Z4
+	VFMADD231PS Z22, Z21, Z5
+	VMOVDQU8.Z  (DX)(CX*1), K1, Z22
+	VPMOVSXBD   X22, Z22
+	VCVTDQ2PS   Z22, Z22
+	VMULPS.BCST 1236(AX)(SI*1), Z22, Z22
+	VFMADD231PS Z22, Z18, Z6
+	VFMADD231PS Z22, Z19, Z7
+	VFMADD231PS Z22, Z20, Z8
+	VFMADD231PS Z22, Z21, Z9
+	VMOVDQU8.Z  (DX)(CX*2), K1, Z22
+	VPMOVSXBD   X22, Z22
+	VCVTDQ2PS   Z22, Z22
+	VMULPS.BCST 1240(AX)(SI*1), Z22, Z22
+	VFMADD231PS Z22, Z18, Z10
+	VFMADD231PS Z22, Z19, Z11
+	VFMADD231PS Z22, Z20, Z12
+	VFMADD231PS Z22, Z21, Z13
+	VMOVDQU8.Z  (DX)(BX*1), K1, Z22
+	VPMOVSXBD   X22, Z22
+	VCVTDQ2PS   Z22, Z22
+	VMULPS.BCST 1244(AX)(SI*1), Z22, Z22
+	VFMADD231PS Z22, Z18, Z14
+	VFMADD231PS Z22, Z19, Z15
+	VFMADD231PS Z22, Z20, Z16
+	VFMADD231PS Z22, Z21, Z17
 
 scores_rows4_prefetched_pass1_fold:
-	VSHUFF32X4 $0xee, Z1, Z0, Z16
+	VSHUFF32X4 $0xee, Z1, Z0, Z18
 	VSHUFF32X4 $0x44, Z1, Z0, Z0
-	VADDPS     Z16, Z0, Z0
-	VSHUFF32X4 $0xee, Z3, Z2, Z1
-	VSHUFF32X4 $0x44, Z3, Z2, Z2
-	VADDPS     Z1, Z2, Z2
+	VADDPS     Z18, Z0, Z0
 	VSHUFF32X4 $0xee, Z5, Z4, Z1
 	VSHUFF32X4 $0x44, Z5, Z4, Z4
 	VADDPS     Z1, Z4, Z4
@@ -68835,32 +68136,33 @@ scores_rows4_prefetched_pass1_fold:
 	VSHUFF32X4 $0xee, Z15, Z14, Z1
 	VSHUFF32X4 $0x44, Z15, Z14, Z14
 	VADDPS     Z1, Z14, Z14
-	VSHUFF32X4 $0xdd, Z2, Z0, Z1
-	VSHUFF32X4 $0x88, Z2, Z0, Z0
+	VSHUFF32X4 $0xee, Z17, Z16, Z1
+	VSHUFF32X4 $0x44, Z17, Z16, Z16
+	VADDPS     Z1, Z16, Z16
+	VSHUFF32X4 $0xdd, Z4, Z0, Z1
+	VSHUFF32X4 $0x88, Z4, Z0, Z0
 	VADDPS     Z1, Z0, Z0
-	VSHUFF32X4 $0xdd, Z6, Z4, Z1
-	VSHUFF32X4 $0x88, Z6, Z4, Z4
-	VADDPS     Z1, Z4, Z4
-	VSHUFF32X4 $0xdd, Z10, Z8, Z1
-	VSHUFF32X4 $0x88, Z10, Z8, Z8
-	VADDPS     Z1, Z8, Z8
-	VSHUFF32X4 $0xdd, Z14, Z12, Z1
-	VSHUFF32X4 $0x88, Z14, Z12, Z12
-	VADDPS     Z1, Z12, Z12
-	VSHUFPS    $0xee, Z4, Z0, Z1
-	VSHUFPS    $0x44, Z4, Z0, Z0
+	VSHUFF32X4 $0xdd, Z8, Z6, Z1
+	VSHUFF32X4 $0x88, Z8, Z6, Z6
+	VADDPS     Z1, Z6, Z6
+	VSHUFF32X4 $0xdd, Z12, Z10, Z1
+	VSHUFF32X4 $0x88, Z12, Z10, Z10
+	VADDPS     Z1, Z10, Z10
+	VSHUFF32X4 $0xdd, Z16, Z14, Z1
+	VSHUFF32X4 $0x88, Z16, Z14, Z14
+	VADDPS     Z1, Z14, Z14
+	VSHUFPS    $0xee, Z6, Z0, Z1
+	VSHUFPS    $0x44, Z6, Z0, Z0
 	VADDPS     Z1, Z0, Z0
-	VSHUFPS    $0xee, Z12, Z8, Z1
-	VSHUFPS    $0x44, Z12, Z8, Z8
-	VADDPS     Z1, Z8, Z8
-	VSHUFPS    $0xdd, Z8, Z0, Z1
-	VSHUFPS    $0x88, Z8, Z0, Z0
+	VSHUFPS    $0xee, Z14, Z10, Z1
+	VSHUFPS    $0x44, Z14, Z10, Z10
+	VADDPS     Z1, Z10, Z10
+	VSHUFPS    $0xdd, Z10, Z0, Z1
+	VSHUFPS    $0x88, Z10, Z0, Z0
 	VADDPS     Z1, Z0, Z0
-	VMOVUPS    Z0, Z22
+	VMOVUPS    Z0, Z24
 	VMOVUPS    constsAVX512<>+2048(SB), Z0
 	VMOVUPS    constsAVX512<>+2048(SB), Z1
-	VMOVUPS    constsAVX512<>+2048(SB), Z2
-	VMOVUPS    constsAVX512<>+2048(SB), Z3
 	VMOVUPS    constsAVX512<>+2048(SB), Z4
 	VMOVUPS    constsAVX512<>+2048(SB), Z5
 	VMOVUPS    constsAVX512<>+2048(SB), Z6
@@ -68873,6 +68175,8 @@ scores_rows4_prefetched_pass1_fold:
 	VMOVUPS    constsAVX512<>+2048(SB), Z13
 	VMOVUPS    constsAVX512<>+2048(SB), Z14
 	VMOVUPS    constsAVX512<>+2048(SB), Z15
+	VMOVUPS    constsAVX512<>+2048(SB), Z16
+	VMOVUPS    constsAVX512<>+2048(SB), Z17
 	MOVQ       48(SP), CX
 	MOVQ       (SP), DX
 	IMUL3Q     $0x08, CX, BX
@@ -68888,46 +68192,46 @@ scores_rows4_prefetched_pass1_fold:
 	JZ         scores_rows4_prefetched_pass2_last_dims
 
 scores_rows4_prefetched_pass2_dims:
-	VMOVUPS     (DI), Z16
-	VMOVUPS     (DI)(R8*1), Z17
-	VMOVUPS     (DI)(R8*2), Z18
-	VMOVUPS     (R9)(R8*1), Z19
+	VMOVUPS     (DI), Z18
+	VMOVUPS     (DI)(R8*1), Z19
+	VMOVUPS     (DI)(R8*2), Z20
+	VMOVUPS     (R9)(R8*1), Z21
 	MOVQ        32(SP), R11
 	SUBQ        R10, R11
 	SHRQ        $0x01, R11
 	SHLQ        $0x06, R11
 	PREFETCHT1  (SI)
-	VPMOVSXBD   (DX), Z20
-	VCVTDQ2PS   Z20, Z20
-	VMULPS.BCST 1248(AX)(R11*1), Z20, Z20
-	VFMADD231PS Z20, Z16, Z0
-	VFMADD231PS Z20, Z17, Z1
-	VFMADD231PS Z20, Z18, Z2
-	VFMADD231PS Z20, Z19, Z3
+	VPMOVSXBD   (DX), Z22
+	VCVTDQ2PS   Z22, Z22
+	VMULPS.BCST 1248(AX)(R11*1), Z22, Z22
+	VFMADD231PS Z22, Z18, Z0
+	VFMADD231PS Z22, Z19, Z1
+	VFMADD231PS Z22, Z20, Z4
+	VFMADD231PS Z22, Z21, Z5
 	PREFETCHT1  (SI)(CX*1)
-	VPMOVSXBD   (DX)(CX*1), Z20
-	VCVTDQ2PS   Z20, Z20
-	VMULPS.BCST 1252(AX)(R11*1), Z20, Z20
-	VFMADD231PS Z20, Z16, Z4
-	VFMADD231PS Z20, Z17, Z5
-	VFMADD231PS Z20, Z18, Z6
-	VFMADD231PS Z20, Z19, Z7
+	VPMOVSXBD   (DX)(CX*1), Z22
+	VCVTDQ2PS   Z22, Z22
+	VMULPS.BCST 1252(AX)(R11*1), Z22, Z22
+	VFMADD231PS Z22, Z18, Z6
+	VFMADD231PS Z22, Z19, Z7
+	VFMADD231PS Z22, Z20, Z8
+	VFMADD231PS Z22, Z21, Z9
 	PREFETCHT1  (SI)(CX*2)
-	VPMOVSXBD   (DX)(CX*2), Z20
-	VCVTDQ2PS   Z20, Z20
-	VMULPS.BCST 1256(AX)(R11*1), Z20, Z20
-	VFMADD231PS Z20, Z16, Z8
-	VFMADD231PS Z20, Z17, Z9
-	VFMADD231PS Z20, Z18, Z10
-	VFMADD231PS Z20, Z19, Z11
+	VPMOVSXBD   (DX)(CX*2), Z22
+	VCVTDQ2PS   Z22, Z22
+	VMULPS.BCST 1256(AX)(R11*1), Z22, Z22
+	VFMADD231PS Z22, Z18, Z10
+	VFMADD231PS Z22, Z19, Z11
+	VFMADD231PS Z22, Z20, Z12
+	VFMADD231PS Z22, Z21, Z13
 	PREFETCHT1  (SI)(BX*1)
-	VPMOVSXBD   (DX)(BX*1), Z20
-	VCVTDQ2PS   Z20, Z20
-	VMULPS.BCST 1260(AX)(R11*1), Z20, Z20
-	VFMADD231PS Z20, Z16, Z12
-	VFMADD231PS Z20, Z17, Z13
-	VFMADD231PS Z20, Z18, Z14
-	VFMADD231PS Z20, Z19, Z15
+	VPMOVSXBD   (DX)(BX*1), Z22
+	VCVTDQ2PS   Z22, Z22
+	VMULPS.BCST 1260(AX)(R11*1), Z22, Z22
+	VFMADD231PS Z22, Z18, Z14
+	VFMADD231PS Z22, Z19, Z15
+	VFMADD231PS Z22, Z20, Z16
+	VFMADD231PS Z22, Z21, Z17
 	ADDQ        $0x40, DI
 	ADDQ        $0x40, R9
 	ADDQ        $0x10, DX
@@ -68938,54 +68242,51 @@ scores_rows4_prefetched_pass2_dims:
 scores_rows4_prefetched_pass2_last_dims:
 	CMPQ        ktail+24(FP), $0x10
 	JEQ         scores_rows4_prefetched_pass2_fold
-	VMOVUPS.Z   (DI), K1, Z16
-	VMOVUPS.Z   (DI)(R8*1), K1, Z17
-	VMOVUPS.Z   (DI)(R8*2), K1, Z18
-	VMOVUPS.Z   (R9)(R8*1), K1, Z19
+	VMOVUPS.Z   (DI), K1, Z18
+	VMOVUPS.Z   (DI)(R8*1), K1, Z19
+	VMOVUPS.Z   (DI)(R8*2), K1, Z20
+	VMOVUPS.Z   (R9)(R8*1), K1, Z21
 	MOVQ        32(SP), SI
 	SUBQ        R10, SI
 	SHRQ        $0x01, SI
 	SHLQ        $0x06, SI
-	VMOVDQU8.Z  (DX), K1, Z20
-	VPMOVSXBD   X20, Z20
-	VCVTDQ2PS   Z20, Z20
-	VMULPS.BCST 1248(AX)(SI*1), Z20, Z20
-	VFMADD231PS Z20, Z16, Z0
-	VFMADD231PS Z20, Z17, Z1
-	VFMADD231PS Z20, Z18, Z2
-	VFMADD231PS Z20, Z19, Z3
-	VMOVDQU8.Z  (DX)(CX*1), K1, Z20
-	VPMOVSXBD   X20, Z20
-	VCVTDQ2PS   Z20, Z20
-	VMULPS.BCST 1252(AX)(SI*1), Z20, Z20
-	VFMADD231PS Z20, Z16, Z4
-	VFMADD231PS Z20, Z17, Z5
-	VFMADD231PS Z20, Z18, Z6
-	VFMADD231PS Z20, Z19, Z7
-	VMOVDQU8.Z  (DX)(CX*2), K1, Z20
-	VPMOVSXBD   X20, Z20
-	VCVTDQ2PS   Z20, Z20
-	VMULPS.BCST 1256(AX)(SI*1), Z20, Z20
-	VFMADD231PS Z20, Z16, Z8
-	VFMADD231PS Z20, Z17, Z9
-	VFMADD231PS Z20, Z18, Z10
-	VFMADD231PS Z20, Z19, Z11
-	VMOVDQU8.Z  (DX)(BX*1), K1, Z20
-	VPMOVSXBD   X20, Z20
-	VCVTDQ2PS   Z20, Z20
-	VMULPS.BCST 1260(AX)(SI*1), Z20, Z20
-	VFMADD231PS Z20, Z16, Z12
-	VFMADD231PS Z20, Z17, Z13
-	VFMADD231PS Z20, Z18, Z14
-	VFMADD231PS Z20, Z19, Z15
+	VMOVDQU8.Z  (DX), K1, Z22
+	VPMOVSXBD   X22, Z22
+	VCVTDQ2PS   Z22, Z22
+	VMULPS.BCST 1248(AX)(SI*1), Z22, Z22
+	VFMADD231PS Z22, Z18, Z0
+	VFMADD231PS Z22, Z19, Z1
+	VFMADD231PS Z22, Z20, Z4
+	VFMADD231PS Z22, Z21, Z5
+	VMOVDQU8.Z  (DX)(CX*1), K1, Z22
+	VPMOVSXBD   X22, Z22
+	VCVTDQ2PS   Z22, Z22
+	VMULPS.BCST 1252(AX)(SI*1), Z22, Z22
+	VFMADD231PS Z22, Z18, Z6
+	VFMADD231PS Z22, Z19, Z7
+	VFMADD231PS Z22, Z20, Z8
+	VFMADD231PS Z22, Z21, Z9
+	VMOVDQU8.Z  (DX)(CX*2), K1, Z22
+	VPMOVSXBD   X22, Z22
+	VCVTDQ2PS   Z22, Z22
+	VMULPS.BCST 1256(AX)(SI*1), Z22, Z22
+	VFMADD231PS Z22, Z18, Z10
+	VFMADD231PS Z22, Z19, Z11
+	VFMADD231PS Z22, Z20, Z12
+	VFMADD231PS Z22, Z21, Z13
+	VMOVDQU8.Z  (DX)(BX*1), K1, Z22
+	VPMOVSXBD   X22, Z22
+	VCVTDQ2PS   Z22, Z22
+	VMULPS.BCST 1260(AX)(SI*1), Z22, Z22
+	VFMADD231PS Z22, Z18, Z14
+	VFMADD231PS Z22, Z19, Z15
+	VFMADD231PS Z22, Z20, Z16
+	VFMADD231PS Z22, Z21, Z17
 
 scores_rows4_prefetched_pass2_fold:
-	VSHUFF32X4 $0xee, Z1, Z0, Z16
+	VSHUFF32X4 $0xee, Z1, Z0, Z18
 	VSHUFF32X4 $0x44, Z1, Z0, Z0
-	VADDPS     Z16, Z0, Z0
-	VSHUFF32X4 $0xee, Z3, Z2, Z1
-	VSHUFF32X4 $0x44, Z3, Z2, Z2
-	VADDPS     Z1, Z2, Z2
+	VADDPS     Z18, Z0, Z0
 	VSHUFF32X4 $0xee, Z5, Z4, Z1
 	VSHUFF32X4 $0x44, Z5, Z4, Z4
 	VADDPS     Z1, Z4, Z4
@@ -69004,32 +68305,33 @@ scores_rows4_prefetched_pass2_fold:
 	VSHUFF32X4 $0xee, Z15, Z14, Z1
 	VSHUFF32X4 $0x44, Z15, Z14, Z14
 	VADDPS     Z1, Z14, Z14
-	VSHUFF32X4 $0xdd, Z2, Z0, Z1
-	VSHUFF32X4 $0x88, Z2, Z0, Z0
+	VSHUFF32X4 $0xee, Z17, Z16, Z1
+	VSHUFF32X4 $0x44, Z17, Z16, Z16
+	VADDPS     Z1, Z16, Z16
+	VSHUFF32X4 $0xdd, Z4, Z0, Z1
+	VSHUFF32X4 $0x88, Z4, Z0, Z0
 	VADDPS     Z1, Z0, Z0
-	VSHUFF32X4 $0xdd, Z6, Z4, Z1
-	VSHUFF32X4 $0x88, Z6, Z4, Z4
-	VADDPS     Z1, Z4, Z4
-	VSHUFF32X4 $0xdd, Z10, Z8, Z1
-	VSHUFF32X4 $0x88, Z10, Z8, Z8
-	VADDPS     Z1, Z8, Z8
-	VSHUFF32X4 $0xdd, Z14, Z12, Z1
-	VSHUFF32X4 $0x88, Z14, Z12, Z12
-	VADDPS     Z1, Z12, Z12
-	VSHUFPS    $0xee, Z4, Z0, Z1
-	VSHUFPS    $0x44, Z4, Z0, Z0
+	VSHUFF32X4 $0xdd, Z8, Z6, Z1
+	VSHUFF32X4 $0x88, Z8, Z6, Z6
+	VADDPS     Z1, Z6, Z6
+	VSHUFF32X4 $0xdd, Z12, Z10, Z1
+	VSHUFF32X4 $0x88, Z12, Z10, Z10
+	VADDPS     Z1, Z10, Z10
+	VSHUFF32X4 $0xdd, Z16, Z14, Z1
+	VSHUFF32X4 $0x88, Z16, Z14, Z14
+	VADDPS     Z1, Z14, Z14
+	VSHUFPS    $0xee, Z6, Z0, Z1
+	VSHUFPS    $0x44, Z6, Z0, Z0
 	VADDPS     Z1, Z0, Z0
-	VSHUFPS    $0xee, Z12, Z8, Z1
-	VSHUFPS    $0x44, Z12, Z8, Z8
-	VADDPS     Z1, Z8, Z8
-	VSHUFPS    $0xdd, Z8, Z0, Z1
-	VSHUFPS    $0x88, Z8, Z0, Z0
+	VSHUFPS    $0xee, Z14, Z10, Z1
+	VSHUFPS    $0x44, Z14, Z10, Z10
+	VADDPS     Z1, Z10, Z10
+	VSHUFPS    $0xdd, Z10, Z0, Z1
+	VSHUFPS    $0x88, Z10, Z0, Z0
 	VADDPS     Z1, Z0, Z0
-	VMOVUPS    Z0, Z23
+	VMOVUPS    Z0, Z25
 	VMOVUPS    constsAVX512<>+2048(SB), Z0
 	VMOVUPS    constsAVX512<>+2048(SB), Z1
-	VMOVUPS    constsAVX512<>+2048(SB), Z2
-	VMOVUPS    constsAVX512<>+2048(SB), Z3
 	VMOVUPS    constsAVX512<>+2048(SB), Z4
 	VMOVUPS    constsAVX512<>+2048(SB), Z5
 	VMOVUPS    constsAVX512<>+2048(SB), Z6
@@ -69042,6 +68344,8 @@ scores_rows4_prefetched_pass2_fold:
 	VMOVUPS    constsAVX512<>+2048(SB), Z13
 	VMOVUPS    constsAVX512<>+2048(SB), Z14
 	VMOVUPS    constsAVX512<>+2048(SB), Z15
+	VMOVUPS    constsAVX512<>+2048(SB), Z16
+	VMOVUPS    constsAVX512<>+2048(SB), Z17
 	MOVQ       48(SP), CX
 	MOVQ       (SP), DX
 	IMUL3Q     $0x0c, CX, BX
@@ -69057,46 +68361,46 @@ scores_rows4_prefetched_pass2_fold:
 	JZ         scores_rows4_prefetched_pass3_last_dims
 
 scores_rows4_prefetched_pass3_dims:
-	VMOVUPS     (DI), Z16
-	VMOVUPS     (DI)(R8*1), Z17
-	VMOVUPS     (DI)(R8*2), Z18
-	VMOVUPS     (R9)(R8*1), Z19
+	VMOVUPS     (DI), Z18
+	VMOVUPS     (DI)(R8*1), Z19
+	VMOVUPS     (DI)(R8*2), Z20
+	VMOVUPS     (R9)(R8*1), Z21
 	MOVQ        32(SP), R11
 	SUBQ        R10, R11
 	SHRQ        $0x01, R11
 	SHLQ        $0x06, R11
 	PREFETCHT1  (SI)
-	VPMOVSXBD   (DX), Z20
-	VCVTDQ2PS   Z20, Z20
-	VMULPS.BCST 1264(AX)(R11*1), Z20, Z20
-	VFMADD231PS Z20, Z16, Z0
-	VFMADD231PS Z20, Z17, Z1
-	VFMADD231PS Z20, Z18, Z2
-	VFMADD231PS Z20, Z19, Z3
+	VPMOVSXBD   (DX), Z22
+	VCVTDQ2PS   Z22, Z22
+	VMULPS.BCST 1264(AX)(R11*1), Z22, Z22
+	VFMADD231PS Z22, Z18, Z0
+	VFMADD231PS Z22, Z19, Z1
+	VFMADD231PS Z22, Z20, Z4
+	VFMADD231PS Z22, Z21, Z5
 	PREFETCHT1  (SI)(CX*1)
-	VPMOVSXBD   (DX)(CX*1), Z20
-	VCVTDQ2PS   Z20, Z20
-	VMULPS.BCST 1268(AX)(R11*1), Z20, Z20
-	VFMADD231PS Z20, Z16, Z4
-	VFMADD231PS Z20, Z17, Z5
-	VFMADD231PS Z20, Z18, Z6
-	VFMADD231PS Z20, Z19, Z7
+	VPMOVSXBD   (DX)(CX*1), Z22
+	VCVTDQ2PS   Z22, Z22
+	VMULPS.BCST 1268(AX)(R11*1), Z22, Z22
+	VFMADD231PS Z22, Z18, Z6
+	VFMADD231PS Z22, Z19, Z7
+	VFMADD231PS Z22, Z20, Z8
+	VFMADD231PS Z22, Z21, Z9
 	PREFETCHT1  (SI)(CX*2)
-	VPMOVSXBD   (DX)(CX*2), Z20
-	VCVTDQ2PS   Z20, Z20
-	VMULPS.BCST 1272(AX)(R11*1), Z20, Z20
-	VFMADD231PS Z20, Z16, Z8
-	VFMADD231PS Z20, Z17, Z9
-	VFMADD231PS Z20, Z18, Z10
-	VFMADD231PS Z20, Z19, Z11
+	VPMOVSXBD   (DX)(CX*2), Z22
+	VCVTDQ2PS   Z22, Z22
+	VMULPS.BCST 1272(AX)(R11*1), Z22, Z22
+	VFMADD231PS Z22, Z18, Z10
+	VFMADD231PS Z22, Z19, Z11
+	VFMADD231PS Z22, Z20, Z12
+	VFMADD231PS Z22, Z21, Z13
 	PREFETCHT1  (SI)(BX*1)
-	VPMOVSXBD   (DX)(BX*1), Z20
-	VCVTDQ2PS   Z20, Z20
-	VMULPS.BCST 1276(AX)(R11*1), Z20, Z20
-	VFMADD231PS Z20, Z16, Z12
-	VFMADD231PS Z20, Z17, Z13
-	VFMADD231PS Z20, Z18, Z14
-	VFMADD231PS Z20, Z19, Z15
+	VPMOVSXBD   (DX)(BX*1), Z22
+	VCVTDQ2PS   Z22, Z22
+	VMULPS.BCST 1276(AX)(R11*1), Z22, Z22
+	VFMADD231PS Z22, Z18, Z14
+	VFMADD231PS Z22, Z19, Z15
+	VFMADD231PS Z22, Z20, Z16
+	VFMADD231PS Z22, Z21, Z17
 	ADDQ        $0x40, DI
 	ADDQ        $0x40, R9
 	ADDQ        $0x10, DX
@@ -69107,54 +68411,51 @@ scores_rows4_prefetched_pass3_dims:
 scores_rows4_prefetched_pass3_last_dims:
 	CMPQ        ktail+24(FP), $0x10
 	JEQ         scores_rows4_prefetched_pass3_fold
-	VMOVUPS.Z   (DI), K1, Z16
-	VMOVUPS.Z   (DI)(R8*1), K1, Z17
-	VMOVUPS.Z   (DI)(R8*2), K1, Z18
-	VMOVUPS.Z   (R9)(R8*1), K1, Z19
+	VMOVUPS.Z   (DI), K1, Z18
+	VMOVUPS.Z   (DI)(R8*1), K1, Z19
+	VMOVUPS.Z   (DI)(R8*2), K1, Z20
+	VMOVUPS.Z   (R9)(R8*1), K1, Z21
 	MOVQ        32(SP), SI
 	SUBQ        R10, SI
 	SHRQ        $0x01, SI
 	SHLQ        $0x06, SI
-	VMOVDQU8.Z  (DX), K1, Z20
-	VPMOVSXBD   X20, Z20
-	VCVTDQ2PS   Z20, Z20
-	VMULPS.BCST 1264(AX)(SI*1), Z20, Z20
-	VFMADD231PS Z20, Z16, Z0
-	VFMADD231PS Z20, Z17, Z1
-	VFMADD231PS Z20, Z18, Z2
-	VFMADD231PS Z20, Z19, Z3
-	VMOVDQU8.Z  (DX)(CX*1), K1, Z20
-	VPMOVSXBD   X20, Z20
-	VCVTDQ2PS   Z20, Z20
-	VMULPS.BCST 1268(AX)(SI*1), Z20, Z20
-	VFMADD231PS Z20, Z16, Z4
-	VFMADD231PS Z20, Z17, Z5
-	VFMADD231PS Z20, Z18, Z6
-	VFMADD231PS Z20, Z19, Z7
-	VMOVDQU8.Z  (DX)(CX*2), K1, Z20
-	VPMOVSXBD   X20, Z20
-	VCVTDQ2PS   Z20, Z20
-	VMULPS.BCST 1272(AX)(SI*1), Z20, Z20
-	VFMADD231PS Z20, Z16, Z8
-	VFMADD231PS Z20, Z17, Z9
-	VFMADD231PS Z20, Z18, Z10
-	VFMADD231PS Z20, Z19, Z11
-	VMOVDQU8.Z  (DX)(BX*1), K1, Z20
-	VPMOVSXBD   X20, Z20
-	VCVTDQ2PS   Z20, Z20
-	VMULPS.BCST 1276(AX)(SI*1), Z20, Z20
-	VFMADD231PS Z20, Z16, Z12
-	VFMADD231PS Z20, Z17, Z13
-	VFMADD231PS Z20, Z18, Z14
-	VFMADD231PS Z20, Z19, Z15
+	VMOVDQU8.Z  (DX), K1, Z22
+	VPMOVSXBD   X22, Z22
+	VCVTDQ2PS   Z22, Z22
+	VMULPS.BCST 1264(AX)(SI*1), Z22, Z22
+	VFMADD231PS Z22, Z18, Z0
+	VFMADD231PS Z22, Z19, Z1
+	VFMADD231PS Z22, Z20, Z4
+	VFMADD231PS Z22, Z21, Z5
+	VMOVDQU8.Z  (DX)(CX*1), K1, Z22
+	VPMOVSXBD   X22, Z22
+	VCVTDQ2PS   Z22, Z22
+	VMULPS.BCST 1268(AX)(SI*1), Z22, Z22
+	VFMADD231PS Z22, Z18, Z6
+	VFMADD231PS Z22, Z19, Z7
+	VFMADD231PS Z22, Z20, Z8
+	VFMADD231PS Z22, Z21, Z9
+	VMOVDQU8.Z  (DX)(CX*2), K1, Z22
+	VPMOVSXBD   X22, Z22
+	VCVTDQ2PS   Z22, Z22
+	VMULPS.BCST 1272(AX)(SI*1), Z22, Z22
+	VFMADD231PS Z22, Z18, Z10
+	VFMADD231PS Z22, Z19, Z11
+	VFMADD231PS Z22, Z20, Z12
+	VFMADD231PS Z22, Z21, Z13
+	VMOVDQU8.Z  (DX)(BX*1), K1, Z22
+	VPMOVSXBD   X22, Z22
+	VCVTDQ2PS   Z22, Z22
+	VMULPS.BCST 1276(AX)(SI*1), Z22, Z22
+	VFMADD231PS Z22, Z18, Z14
+	VFMADD231PS Z22, Z19, Z15
+	VFMADD231PS Z22, Z20, Z16
+	VFMADD231PS Z22, Z21, Z17
 
 scores_rows4_prefetched_pass3_fold:
-	VSHUFF32X4   $0xee, Z1, Z0, Z16
+	VSHUFF32X4   $0xee, Z1, Z0, Z18
 	VSHUFF32X4   $0x44, Z1, Z0, Z0
-	VADDPS       Z16, Z0, Z0
-	VSHUFF32X4   $0xee, Z3, Z2, Z1
-	VSHUFF32X4   $0x44, Z3, Z2, Z2
-	VADDPS       Z1, Z2, Z2
+	VADDPS       Z18, Z0, Z0
 	VSHUFF32X4   $0xee, Z5, Z4, Z1
 	VSHUFF32X4   $0x44, Z5, Z4, Z4
 	VADDPS       Z1, Z4, Z4
@@ -69173,117 +68474,59 @@ scores_rows4_prefetched_pass3_fold:
 	VSHUFF32X4   $0xee, Z15, Z14, Z1
 	VSHUFF32X4   $0x44, Z15, Z14, Z14
 	VADDPS       Z1, Z14, Z14
-	VSHUFF32X4   $0xdd, Z2, Z0, Z1
-	VSHUFF32X4   $0x88, Z2, Z0, Z0
+	VSHUFF32X4   $0xee, Z17, Z16, Z1
+	VSHUFF32X4   $0x44, Z17, Z16, Z16
+	VADDPS       Z1, Z16, Z16
+	VSHUFF32X4   $0xdd, Z4, Z0, Z1
+	VSHUFF32X4   $0x88, Z4, Z0, Z0
 	VADDPS       Z1, Z0, Z0
-	VSHUFF32X4   $0xdd, Z6, Z4, Z1
-	VSHUFF32X4   $0x88, Z6, Z4, Z4
-	VADDPS       Z1, Z4, Z4
-	VSHUFF32X4   $0xdd, Z10, Z8, Z1
-	VSHUFF32X4   $0x88, Z10, Z8, Z8
-	VADDPS       Z1, Z8, Z8
-	VSHUFF32X4   $0xdd, Z14, Z12, Z1
-	VSHUFF32X4   $0x88, Z14, Z12, Z12
-	VADDPS       Z1, Z12, Z12
-	VSHUFPS      $0xee, Z4, Z0, Z1
-	VSHUFPS      $0x44, Z4, Z0, Z0
+	VSHUFF32X4   $0xdd, Z8, Z6, Z1
+	VSHUFF32X4   $0x88, Z8, Z6, Z6
+	VADDPS       Z1, Z6, Z6
+	VSHUFF32X4   $0xdd, Z12, Z10, Z1
+	VSHUFF32X4   $0x88, Z12, Z10, Z10
+	VADDPS       Z1, Z10, Z10
+	VSHUFF32X4   $0xdd, Z16, Z14, Z1
+	VSHUFF32X4   $0x88, Z16, Z14, Z14
+	VADDPS       Z1, Z14, Z14
+	VSHUFPS      $0xee, Z6, Z0, Z1
+	VSHUFPS      $0x44, Z6, Z0, Z0
 	VADDPS       Z1, Z0, Z0
-	VSHUFPS      $0xee, Z12, Z8, Z1
-	VSHUFPS      $0x44, Z12, Z8, Z8
-	VADDPS       Z1, Z8, Z8
-	VSHUFPS      $0xdd, Z8, Z0, Z1
-	VSHUFPS      $0x88, Z8, Z0, Z0
+	VSHUFPS      $0xee, Z14, Z10, Z1
+	VSHUFPS      $0x44, Z14, Z10, Z10
+	VADDPS       Z1, Z10, Z10
+	VSHUFPS      $0xdd, Z10, Z0, Z1
+	VSHUFPS      $0x88, Z10, Z0, Z0
 	VADDPS       Z1, Z0, Z0
 	VMOVUPS      Z0, Z0
-	VSHUFF32X4   $0x44, Z22, Z21, Z1
-	VSHUFF32X4   $0xee, Z22, Z21, Z2
-	VSHUFF32X4   $0x44, Z0, Z23, Z3
-	VSHUFF32X4   $0xee, Z0, Z23, Z0
-	VSHUFF32X4   $0x88, Z3, Z1, Z4
-	VSHUFF32X4   $0xdd, Z3, Z1, Z1
-	VSHUFF32X4   $0x88, Z0, Z2, Z3
-	VSHUFF32X4   $0xdd, Z0, Z2, Z0
+	VSHUFF32X4   $0x44, Z24, Z23, Z1
+	VSHUFF32X4   $0xee, Z24, Z23, Z4
+	VSHUFF32X4   $0x44, Z0, Z25, Z5
+	VSHUFF32X4   $0xee, Z0, Z25, Z0
+	VSHUFF32X4   $0x88, Z5, Z1, Z6
+	VSHUFF32X4   $0xdd, Z5, Z1, Z1
+	VSHUFF32X4   $0x88, Z0, Z4, Z5
+	VSHUFF32X4   $0xdd, Z0, Z4, Z0
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
 	JZ           scores_rows4_prefetched_row0_noalibi
 	MOVQ         88(SP), DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX512<>+2048(SB), Z2
-	VCVTSI2SSQ   BX, X2, X2
+	VMOVUPS      constsAVX512<>+2048(SB), Z4
+	VCVTSI2SSQ   BX, X4, X4
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
-	VADDSS       (BX)(DX*4), X2, X2
-	VBROADCASTSS X2, Z2
-	VADDPS       iotaAVX512<>+0(SB), Z2, Z2
-	VBROADCASTSS (CX)(DX*4), Z5
-	VMULPS       Z5, Z2, Z2
-	VADDPS       Z2, Z4, Z4
+	VADDSS       (BX)(DX*4), X4, X4
+	VBROADCASTSS X4, Z4
+	VADDPS       iotaAVX512<>+0(SB), Z4, Z4
+	VBROADCASTSS (CX)(DX*4), Z7
+	VMULPS       Z7, Z4, Z4
+	VADDPS       Z4, Z6, Z6
 
 scores_rows4_prefetched_row0_noalibi:
-	VMOVUPS      constsAVX512<>+1344(SB), Z2
-	VBLENDMPS    Z2, Z4, K3, Z4
-	MOVQ         88(SP), CX
-	MOVQ         m+96(FP), DX
-	MOVQ         l+104(FP), BX
-	VMOVUPS      Z4, Z2
-	VSHUFF32X4   $0x4e, Z2, Z2, Z5
-	VMAXPS       Z5, Z2, Z2
-	VSHUFF32X4   $0xb1, Z2, Z2, Z5
-	VMAXPS       Z5, Z2, Z2
-	VPERMILPS    $0x4e, Z2, Z5
-	VMAXPS       Z5, Z2, Z2
-	VPERMILPS    $0xb1, Z2, Z5
-	VMAXPS       Z5, Z2, Z2
-	VBROADCASTSS (DX)(CX*4), Z5
-	VMAXPS       Z2, Z5, Z2
-	VMAXPS       constsAVX512<>+1280(SB), Z2, Z6
-	VSUBPS       Z6, Z4, Z4
-	VCMPPS       $0x15, constsAVX512<>+768(SB), Z4, K4
-	VMULPS       constsAVX512<>+128(SB), Z4, Z4
-	VADDPS       constsAVX512<>+832(SB), Z4, Z7
-	VSUBPS       constsAVX512<>+832(SB), Z7, Z8
-	VSUBPS       Z8, Z4, Z4
-	VMOVUPS      constsAVX512<>+896(SB), Z8
-	VFMADD213PS  constsAVX512<>+960(SB), Z4, Z8
-	VFMADD213PS  constsAVX512<>+1024(SB), Z4, Z8
-	VFMADD213PS  constsAVX512<>+1088(SB), Z4, Z8
-	VFMADD213PS  constsAVX512<>+1152(SB), Z4, Z8
-	VFMADD213PS  constsAVX512<>+1216(SB), Z4, Z8
-	VFMADD213PS  constsAVX512<>+704(SB), Z4, Z8
-	VPSLLD       $0x17, Z7, Z7
-	VPADDD.Z     Z7, Z8, K4, Z8
-	MOVQ         CX, SI
-	SHLQ         $0x06, SI
-	VMOVUPS      Z8, (AX)(SI*1)
-	VSHUFF32X4   $0x4e, Z8, Z8, Z4
-	VADDPS       Z4, Z8, Z8
-	VSHUFF32X4   $0xb1, Z8, Z8, Z4
-	VADDPS       Z4, Z8, Z8
-	VPERMILPS    $0x4e, Z8, Z4
-	VADDPS       Z4, Z8, Z8
-	VPERMILPS    $0xb1, Z8, Z4
-	VADDPS       Z4, Z8, Z8
-	VSUBPS       Z6, Z5, Z5
-	VCMPPS       $0x15, constsAVX512<>+768(SB), Z5, K4
-	VMULPS       constsAVX512<>+128(SB), Z5, Z5
-	VADDPS       constsAVX512<>+832(SB), Z5, Z4
-	VSUBPS       constsAVX512<>+832(SB), Z4, Z6
-	VSUBPS       Z6, Z5, Z5
-	VMOVUPS      constsAVX512<>+896(SB), Z6
-	VFMADD213PS  constsAVX512<>+960(SB), Z5, Z6
-	VFMADD213PS  constsAVX512<>+1024(SB), Z5, Z6
-	VFMADD213PS  constsAVX512<>+1088(SB), Z5, Z6
-	VFMADD213PS  constsAVX512<>+1152(SB), Z5, Z6
-	VFMADD213PS  constsAVX512<>+1216(SB), Z5, Z6
-	VFMADD213PS  constsAVX512<>+704(SB), Z5, Z6
-	VPSLLD       $0x17, Z4, Z4
-	VPADDD.Z     Z4, Z6, K4, Z6
-	VBROADCASTSS (BX)(CX*4), Z4
-	VFMADD213PS  Z8, Z6, Z4
-	VMOVSS       X4, (BX)(CX*4)
-	VMOVSS       X2, (DX)(CX*4)
-	VMOVSS       X6, 1024(AX)(CX*4)
+	VMOVUPS      constsAVX512<>+1344(SB), Z4
+	VBLENDMPS    Z4, Z6, K3, Z6
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
 	JZ           scores_rows4_prefetched_row1_noalibi
@@ -69291,82 +68534,20 @@ scores_rows4_prefetched_row0_noalibi:
 	ADDQ         $0x01, DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX512<>+2048(SB), Z2
-	VCVTSI2SSQ   BX, X2, X2
+	VMOVUPS      constsAVX512<>+2048(SB), Z4
+	VCVTSI2SSQ   BX, X4, X4
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
-	VADDSS       (BX)(DX*4), X2, X2
-	VBROADCASTSS X2, Z2
-	VADDPS       iotaAVX512<>+0(SB), Z2, Z2
-	VBROADCASTSS (CX)(DX*4), Z4
-	VMULPS       Z4, Z2, Z2
-	VADDPS       Z2, Z1, Z1
+	VADDSS       (BX)(DX*4), X4, X4
+	VBROADCASTSS X4, Z4
+	VADDPS       iotaAVX512<>+0(SB), Z4, Z4
+	VBROADCASTSS (CX)(DX*4), Z7
+	VMULPS       Z7, Z4, Z4
+	VADDPS       Z4, Z1, Z1
 
 scores_rows4_prefetched_row1_noalibi:
-	VMOVUPS      constsAVX512<>+1344(SB), Z2
-	VBLENDMPS    Z2, Z1, K3, Z1
-	MOVQ         88(SP), CX
-	ADDQ         $0x01, CX
-	MOVQ         m+96(FP), DX
-	MOVQ         l+104(FP), BX
-	VMOVUPS      Z1, Z2
-	VSHUFF32X4   $0x4e, Z2, Z2, Z4
-	VMAXPS       Z4, Z2, Z2
-	VSHUFF32X4   $0xb1, Z2, Z2, Z4
-	VMAXPS       Z4, Z2, Z2
-	VPERMILPS    $0x4e, Z2, Z4
-	VMAXPS       Z4, Z2, Z2
-	VPERMILPS    $0xb1, Z2, Z4
-	VMAXPS       Z4, Z2, Z2
-	VBROADCASTSS (DX)(CX*4), Z4
-	VMAXPS       Z2, Z4, Z2
-	VMAXPS       constsAVX512<>+1280(SB), Z2, Z5
-	VSUBPS       Z5, Z1, Z1
-	VCMPPS       $0x15, constsAVX512<>+768(SB), Z1, K4
-	VMULPS       constsAVX512<>+128(SB), Z1, Z1
-	VADDPS       constsAVX512<>+832(SB), Z1, Z6
-	VSUBPS       constsAVX512<>+832(SB), Z6, Z7
-	VSUBPS       Z7, Z1, Z1
-	VMOVUPS      constsAVX512<>+896(SB), Z7
-	VFMADD213PS  constsAVX512<>+960(SB), Z1, Z7
-	VFMADD213PS  constsAVX512<>+1024(SB), Z1, Z7
-	VFMADD213PS  constsAVX512<>+1088(SB), Z1, Z7
-	VFMADD213PS  constsAVX512<>+1152(SB), Z1, Z7
-	VFMADD213PS  constsAVX512<>+1216(SB), Z1, Z7
-	VFMADD213PS  constsAVX512<>+704(SB), Z1, Z7
-	VPSLLD       $0x17, Z6, Z6
-	VPADDD.Z     Z6, Z7, K4, Z7
-	MOVQ         CX, SI
-	SHLQ         $0x06, SI
-	VMOVUPS      Z7, (AX)(SI*1)
-	VSHUFF32X4   $0x4e, Z7, Z7, Z1
-	VADDPS       Z1, Z7, Z7
-	VSHUFF32X4   $0xb1, Z7, Z7, Z1
-	VADDPS       Z1, Z7, Z7
-	VPERMILPS    $0x4e, Z7, Z1
-	VADDPS       Z1, Z7, Z7
-	VPERMILPS    $0xb1, Z7, Z1
-	VADDPS       Z1, Z7, Z7
-	VSUBPS       Z5, Z4, Z4
-	VCMPPS       $0x15, constsAVX512<>+768(SB), Z4, K4
-	VMULPS       constsAVX512<>+128(SB), Z4, Z4
-	VADDPS       constsAVX512<>+832(SB), Z4, Z1
-	VSUBPS       constsAVX512<>+832(SB), Z1, Z5
-	VSUBPS       Z5, Z4, Z4
-	VMOVUPS      constsAVX512<>+896(SB), Z5
-	VFMADD213PS  constsAVX512<>+960(SB), Z4, Z5
-	VFMADD213PS  constsAVX512<>+1024(SB), Z4, Z5
-	VFMADD213PS  constsAVX512<>+1088(SB), Z4, Z5
-	VFMADD213PS  constsAVX512<>+1152(SB), Z4, Z5
-	VFMADD213PS  constsAVX512<>+1216(SB), Z4, Z5
-	VFMADD213PS  constsAVX512<>+704(SB), Z4, Z5
-	VPSLLD       $0x17, Z1, Z1
-	VPADDD.Z     Z1, Z5, K4, Z5
-	VBROADCASTSS (BX)(CX*4), Z1
-	VFMADD213PS  Z7, Z5, Z1
-	VMOVSS       X1, (BX)(CX*4)
-	VMOVSS       X2, (DX)(CX*4)
-	VMOVSS       X5, 1024(AX)(CX*4)
+	VMOVUPS      constsAVX512<>+1344(SB), Z4
+	VBLENDMPS    Z4, Z1, K3, Z1
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
 	JZ           scores_rows4_prefetched_row2_noalibi
@@ -69374,82 +68555,20 @@ scores_rows4_prefetched_row1_noalibi:
 	ADDQ         $0x02, DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX512<>+2048(SB), Z1
-	VCVTSI2SSQ   BX, X1, X1
+	VMOVUPS      constsAVX512<>+2048(SB), Z4
+	VCVTSI2SSQ   BX, X4, X4
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
-	VADDSS       (BX)(DX*4), X1, X1
-	VBROADCASTSS X1, Z1
-	VADDPS       iotaAVX512<>+0(SB), Z1, Z1
-	VBROADCASTSS (CX)(DX*4), Z2
-	VMULPS       Z2, Z1, Z1
-	VADDPS       Z1, Z3, Z3
+	VADDSS       (BX)(DX*4), X4, X4
+	VBROADCASTSS X4, Z4
+	VADDPS       iotaAVX512<>+0(SB), Z4, Z4
+	VBROADCASTSS (CX)(DX*4), Z7
+	VMULPS       Z7, Z4, Z4
+	VADDPS       Z4, Z5, Z5
 
 scores_rows4_prefetched_row2_noalibi:
-	VMOVUPS      constsAVX512<>+1344(SB), Z1
-	VBLENDMPS    Z1, Z3, K3, Z3
-	MOVQ         88(SP), CX
-	ADDQ         $0x02, CX
-	MOVQ         m+96(FP), DX
-	MOVQ         l+104(FP), BX
-	VMOVUPS      Z3, Z1
-	VSHUFF32X4   $0x4e, Z1, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VSHUFF32X4   $0xb1, Z1, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VPERMILPS    $0x4e, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VPERMILPS    $0xb1, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VBROADCASTSS (DX)(CX*4), Z2
-	VMAXPS       Z1, Z2, Z1
-	VMAXPS       constsAVX512<>+1280(SB), Z1, Z4
-	VSUBPS       Z4, Z3, Z3
-	VCMPPS       $0x15, constsAVX512<>+768(SB), Z3, K4
-	VMULPS       constsAVX512<>+128(SB), Z3, Z3
-	VADDPS       constsAVX512<>+832(SB), Z3, Z5
-	VSUBPS       constsAVX512<>+832(SB), Z5, Z6
-	VSUBPS       Z6, Z3, Z3
-	VMOVUPS      constsAVX512<>+896(SB), Z6
-	VFMADD213PS  constsAVX512<>+960(SB), Z3, Z6
-	VFMADD213PS  constsAVX512<>+1024(SB), Z3, Z6
-	VFMADD213PS  constsAVX512<>+1088(SB), Z3, Z6
-	VFMADD213PS  constsAVX512<>+1152(SB), Z3, Z6
-	VFMADD213PS  constsAVX512<>+1216(SB), Z3, Z6
-	VFMADD213PS  constsAVX512<>+704(SB), Z3, Z6
-	VPSLLD       $0x17, Z5, Z5
-	VPADDD.Z     Z5, Z6, K4, Z6
-	MOVQ         CX, SI
-	SHLQ         $0x06, SI
-	VMOVUPS      Z6, (AX)(SI*1)
-	VSHUFF32X4   $0x4e, Z6, Z6, Z3
-	VADDPS       Z3, Z6, Z6
-	VSHUFF32X4   $0xb1, Z6, Z6, Z3
-	VADDPS       Z3, Z6, Z6
-	VPERMILPS    $0x4e, Z6, Z3
-	VADDPS       Z3, Z6, Z6
-	VPERMILPS    $0xb1, Z6, Z3
-	VADDPS       Z3, Z6, Z6
-	VSUBPS       Z4, Z2, Z2
-	VCMPPS       $0x15, constsAVX512<>+768(SB), Z2, K4
-	VMULPS       constsAVX512<>+128(SB), Z2, Z2
-	VADDPS       constsAVX512<>+832(SB), Z2, Z3
-	VSUBPS       constsAVX512<>+832(SB), Z3, Z4
-	VSUBPS       Z4, Z2, Z2
-	VMOVUPS      constsAVX512<>+896(SB), Z4
-	VFMADD213PS  constsAVX512<>+960(SB), Z2, Z4
-	VFMADD213PS  constsAVX512<>+1024(SB), Z2, Z4
-	VFMADD213PS  constsAVX512<>+1088(SB), Z2, Z4
-	VFMADD213PS  constsAVX512<>+1152(SB), Z2, Z4
-	VFMADD213PS  constsAVX512<>+1216(SB), Z2, Z4
-	VFMADD213PS  constsAVX512<>+704(SB), Z2, Z4
-	VPSLLD       $0x17, Z3, Z3
-	VPADDD.Z     Z3, Z4, K4, Z4
-	VBROADCASTSS (BX)(CX*4), Z2
-	VFMADD213PS  Z6, Z4, Z2
-	VMOVSS       X2, (BX)(CX*4)
-	VMOVSS       X1, (DX)(CX*4)
-	VMOVSS       X4, 1024(AX)(CX*4)
+	VMOVUPS      constsAVX512<>+1344(SB), Z4
+	VBLENDMPS    Z4, Z5, K3, Z5
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
 	JZ           scores_rows4_prefetched_row3_noalibi
@@ -69457,82 +68576,148 @@ scores_rows4_prefetched_row2_noalibi:
 	ADDQ         $0x03, DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX512<>+2048(SB), Z1
-	VCVTSI2SSQ   BX, X1, X1
+	VMOVUPS      constsAVX512<>+2048(SB), Z4
+	VCVTSI2SSQ   BX, X4, X4
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
-	VADDSS       (BX)(DX*4), X1, X1
-	VBROADCASTSS X1, Z1
-	VADDPS       iotaAVX512<>+0(SB), Z1, Z1
-	VBROADCASTSS (CX)(DX*4), Z2
-	VMULPS       Z2, Z1, Z1
-	VADDPS       Z1, Z0, Z0
+	VADDSS       (BX)(DX*4), X4, X4
+	VBROADCASTSS X4, Z4
+	VADDPS       iotaAVX512<>+0(SB), Z4, Z4
+	VBROADCASTSS (CX)(DX*4), Z7
+	VMULPS       Z7, Z4, Z4
+	VADDPS       Z4, Z0, Z0
 
 scores_rows4_prefetched_row3_noalibi:
-	VMOVUPS      constsAVX512<>+1344(SB), Z1
-	VBLENDMPS    Z1, Z0, K3, Z0
+	VMOVUPS      constsAVX512<>+1344(SB), Z4
+	VBLENDMPS    Z4, Z0, K3, Z0
 	MOVQ         88(SP), CX
-	ADDQ         $0x03, CX
 	MOVQ         m+96(FP), DX
 	MOVQ         l+104(FP), BX
-	VMOVUPS      Z0, Z1
-	VSHUFF32X4   $0x4e, Z1, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VSHUFF32X4   $0xb1, Z1, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VPERMILPS    $0x4e, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VPERMILPS    $0xb1, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VBROADCASTSS (DX)(CX*4), Z2
-	VMAXPS       Z1, Z2, Z1
-	VMAXPS       constsAVX512<>+1280(SB), Z1, Z3
-	VSUBPS       Z3, Z0, Z0
-	VCMPPS       $0x15, constsAVX512<>+768(SB), Z0, K4
+	VMOVUPS      blockFirstsAVX512<>+0(SB), Z4
+	VSHUFF32X4   $0x44, Z1, Z6, Z7
+	VSHUFF32X4   $0xee, Z1, Z6, Z8
+	VMAXPS       Z8, Z7, Z7
+	VSHUFF32X4   $0x44, Z0, Z5, Z8
+	VSHUFF32X4   $0xee, Z0, Z5, Z9
+	VMAXPS       Z9, Z8, Z8
+	VSHUFF32X4   $0x88, Z8, Z7, Z9
+	VSHUFF32X4   $0xdd, Z8, Z7, Z7
+	VMAXPS       Z7, Z9, Z9
+	VPERMILPS    $0x4e, Z9, Z7
+	VMAXPS       Z7, Z9, Z9
+	VPERMILPS    $0xb1, Z9, Z7
+	VMAXPS       Z7, Z9, Z9
+	VPERMPS      Z9, Z4, Z7
+	VMOVUPS      (DX)(CX*4), X2
+	VMAXPS       X7, X2, X7
+	VMAXPS       constsAVX512<>+1280(SB), X7, X3
+	VMOVUPS      X7, (DX)(CX*4)
+	VSUBPS       X3, X2, X2
+	VBROADCASTSS X3, Z7
+	VSUBPS       Z7, Z6, Z6
+	VPERMILPS    $0x55, X3, X7
+	VBROADCASTSS X7, Z7
+	VSUBPS       Z7, Z1, Z1
+	VPERMILPS    $0xaa, X3, X7
+	VBROADCASTSS X7, Z7
+	VSUBPS       Z7, Z5, Z5
+	VPERMILPS    $0xff, X3, X7
+	VBROADCASTSS X7, Z7
+	VSUBPS       Z7, Z0, Z0
+	VCMPPS       $0x15, constsAVX512<>+768(SB), Z6, K4
+	VMULPS       constsAVX512<>+128(SB), Z6, Z6
+	VADDPS       constsAVX512<>+832(SB), Z6, Z7
+	VCMPPS       $0x15, constsAVX512<>+768(SB), Z1, K5
+	VMULPS       constsAVX512<>+128(SB), Z1, Z1
+	VADDPS       constsAVX512<>+832(SB), Z1, Z8
+	VCMPPS       $0x15, constsAVX512<>+768(SB), Z5, K6
+	VMULPS       constsAVX512<>+128(SB), Z5, Z5
+	VADDPS       constsAVX512<>+832(SB), Z5, Z9
+	VCMPPS       $0x15, constsAVX512<>+768(SB), Z0, K7
 	VMULPS       constsAVX512<>+128(SB), Z0, Z0
-	VADDPS       constsAVX512<>+832(SB), Z0, Z4
-	VSUBPS       constsAVX512<>+832(SB), Z4, Z5
-	VSUBPS       Z5, Z0, Z0
-	VMOVUPS      constsAVX512<>+896(SB), Z5
-	VFMADD213PS  constsAVX512<>+960(SB), Z0, Z5
-	VFMADD213PS  constsAVX512<>+1024(SB), Z0, Z5
-	VFMADD213PS  constsAVX512<>+1088(SB), Z0, Z5
-	VFMADD213PS  constsAVX512<>+1152(SB), Z0, Z5
-	VFMADD213PS  constsAVX512<>+1216(SB), Z0, Z5
-	VFMADD213PS  constsAVX512<>+704(SB), Z0, Z5
-	VPSLLD       $0x17, Z4, Z4
-	VPADDD.Z     Z4, Z5, K4, Z5
-	MOVQ         CX, SI
-	SHLQ         $0x06, SI
-	VMOVUPS      Z5, (AX)(SI*1)
-	VSHUFF32X4   $0x4e, Z5, Z5, Z0
-	VADDPS       Z0, Z5, Z5
-	VSHUFF32X4   $0xb1, Z5, Z5, Z0
-	VADDPS       Z0, Z5, Z5
-	VPERMILPS    $0x4e, Z5, Z0
-	VADDPS       Z0, Z5, Z5
-	VPERMILPS    $0xb1, Z5, Z0
-	VADDPS       Z0, Z5, Z5
-	VSUBPS       Z3, Z2, Z2
+	VADDPS       constsAVX512<>+832(SB), Z0, Z10
+	VSUBPS       constsAVX512<>+832(SB), Z7, Z11
+	VSUBPS       Z11, Z6, Z6
+	VSUBPS       constsAVX512<>+832(SB), Z8, Z11
+	VSUBPS       Z11, Z1, Z1
+	VSUBPS       constsAVX512<>+832(SB), Z9, Z11
+	VSUBPS       Z11, Z5, Z5
+	VSUBPS       constsAVX512<>+832(SB), Z10, Z11
+	VSUBPS       Z11, Z0, Z0
+	VMOVUPS      constsAVX512<>+896(SB), Z11
+	VMOVUPS      constsAVX512<>+896(SB), Z12
+	VMOVUPS      constsAVX512<>+896(SB), Z13
+	VMOVUPS      constsAVX512<>+896(SB), Z14
+	VFMADD213PS  constsAVX512<>+960(SB), Z6, Z11
+	VFMADD213PS  constsAVX512<>+960(SB), Z1, Z12
+	VFMADD213PS  constsAVX512<>+960(SB), Z5, Z13
+	VFMADD213PS  constsAVX512<>+960(SB), Z0, Z14
+	VFMADD213PS  constsAVX512<>+1024(SB), Z6, Z11
+	VFMADD213PS  constsAVX512<>+1024(SB), Z1, Z12
+	VFMADD213PS  constsAVX512<>+1024(SB), Z5, Z13
+	VFMADD213PS  constsAVX512<>+1024(SB), Z0, Z14
+	VFMADD213PS  constsAVX512<>+1088(SB), Z6, Z11
+	VFMADD213PS  constsAVX512<>+1088(SB), Z1, Z12
+	VFMADD213PS  constsAVX512<>+1088(SB), Z5, Z13
+	VFMADD213PS  constsAVX512<>+1088(SB), Z0, Z14
+	VFMADD213PS  constsAVX512<>+1152(SB), Z6, Z11
+	VFMADD213PS  constsAVX512<>+1152(SB), Z1, Z12
+	VFMADD213PS  constsAVX512<>+1152(SB), Z5, Z13
+	VFMADD213PS  constsAVX512<>+1152(SB), Z0, Z14
+	VFMADD213PS  constsAVX512<>+1216(SB), Z6, Z11
+	VFMADD213PS  constsAVX512<>+1216(SB), Z1, Z12
+	VFMADD213PS  constsAVX512<>+1216(SB), Z5, Z13
+	VFMADD213PS  constsAVX512<>+1216(SB), Z0, Z14
+	VFMADD213PS  constsAVX512<>+704(SB), Z6, Z11
+	VFMADD213PS  constsAVX512<>+704(SB), Z1, Z12
+	VFMADD213PS  constsAVX512<>+704(SB), Z5, Z13
+	VFMADD213PS  constsAVX512<>+704(SB), Z0, Z14
+	VPSLLD       $0x17, Z7, Z7
+	VPADDD.Z     Z7, Z11, K4, Z11
+	VPSLLD       $0x17, Z8, Z8
+	VPADDD.Z     Z8, Z12, K5, Z12
+	VPSLLD       $0x17, Z9, Z9
+	VPADDD.Z     Z9, Z13, K6, Z13
+	VPSLLD       $0x17, Z10, Z10
+	VPADDD.Z     Z10, Z14, K7, Z14
+	MOVQ         CX, DX
+	SHLQ         $0x06, DX
+	VMOVUPS      Z11, (AX)(DX*1)
+	VMOVUPS      Z12, 64(AX)(DX*1)
+	VMOVUPS      Z13, 128(AX)(DX*1)
+	VMOVUPS      Z14, 192(AX)(DX*1)
 	VCMPPS       $0x15, constsAVX512<>+768(SB), Z2, K4
 	VMULPS       constsAVX512<>+128(SB), Z2, Z2
 	VADDPS       constsAVX512<>+832(SB), Z2, Z0
-	VSUBPS       constsAVX512<>+832(SB), Z0, Z3
-	VSUBPS       Z3, Z2, Z2
-	VMOVUPS      constsAVX512<>+896(SB), Z3
-	VFMADD213PS  constsAVX512<>+960(SB), Z2, Z3
-	VFMADD213PS  constsAVX512<>+1024(SB), Z2, Z3
-	VFMADD213PS  constsAVX512<>+1088(SB), Z2, Z3
-	VFMADD213PS  constsAVX512<>+1152(SB), Z2, Z3
-	VFMADD213PS  constsAVX512<>+1216(SB), Z2, Z3
-	VFMADD213PS  constsAVX512<>+704(SB), Z2, Z3
+	VSUBPS       constsAVX512<>+832(SB), Z0, Z1
+	VSUBPS       Z1, Z2, Z2
+	VMOVUPS      constsAVX512<>+896(SB), Z1
+	VFMADD213PS  constsAVX512<>+960(SB), Z2, Z1
+	VFMADD213PS  constsAVX512<>+1024(SB), Z2, Z1
+	VFMADD213PS  constsAVX512<>+1088(SB), Z2, Z1
+	VFMADD213PS  constsAVX512<>+1152(SB), Z2, Z1
+	VFMADD213PS  constsAVX512<>+1216(SB), Z2, Z1
+	VFMADD213PS  constsAVX512<>+704(SB), Z2, Z1
 	VPSLLD       $0x17, Z0, Z0
-	VPADDD.Z     Z0, Z3, K4, Z3
-	VBROADCASTSS (BX)(CX*4), Z0
-	VFMADD213PS  Z5, Z3, Z0
-	VMOVSS       X0, (BX)(CX*4)
-	VMOVSS       X1, (DX)(CX*4)
-	VMOVSS       X3, 1024(AX)(CX*4)
+	VPADDD.Z     Z0, Z1, K4, Z1
+	VSHUFF32X4   $0x44, Z12, Z11, Z0
+	VSHUFF32X4   $0xee, Z12, Z11, Z5
+	VADDPS       Z5, Z0, Z0
+	VSHUFF32X4   $0x44, Z14, Z13, Z5
+	VSHUFF32X4   $0xee, Z14, Z13, Z6
+	VADDPS       Z6, Z5, Z5
+	VSHUFF32X4   $0x88, Z5, Z0, Z6
+	VSHUFF32X4   $0xdd, Z5, Z0, Z0
+	VADDPS       Z0, Z6, Z6
+	VPERMILPS    $0x4e, Z6, Z0
+	VADDPS       Z0, Z6, Z6
+	VPERMILPS    $0xb1, Z6, Z0
+	VADDPS       Z0, Z6, Z6
+	VPERMPS      Z6, Z4, Z0
+	VMOVUPS      (BX)(CX*4), X2
+	VFMADD213PS  X0, X1, X2
+	VMOVUPS      X2, (BX)(CX*4)
+	VMOVUPS      X1, 1024(AX)(CX*4)
 	MOVQ         88(SP), CX
 	MOVQ         96(SP), DX
 	ADDQ         $0x04, CX
@@ -69547,8 +68732,6 @@ scores_rows4_prefetched_row3_noalibi:
 scores_rows1_prefetched:
 	VMOVUPS constsAVX512<>+2048(SB), Z0
 	VMOVUPS constsAVX512<>+2048(SB), Z1
-	VMOVUPS constsAVX512<>+2048(SB), Z2
-	VMOVUPS constsAVX512<>+2048(SB), Z3
 	VMOVUPS constsAVX512<>+2048(SB), Z4
 	VMOVUPS constsAVX512<>+2048(SB), Z5
 	VMOVUPS constsAVX512<>+2048(SB), Z6
@@ -69561,6 +68744,8 @@ scores_rows1_prefetched:
 	VMOVUPS constsAVX512<>+2048(SB), Z13
 	VMOVUPS constsAVX512<>+2048(SB), Z14
 	VMOVUPS constsAVX512<>+2048(SB), Z15
+	VMOVUPS constsAVX512<>+2048(SB), Z16
+	VMOVUPS constsAVX512<>+2048(SB), Z17
 	MOVQ    48(SP), CX
 	MOVQ    (SP), DX
 	LEAQ    (CX)(CX*2), BX
@@ -69578,91 +68763,91 @@ scores_rows1_prefetched:
 	JZ      scores_rows1_prefetched_pass0_last_dims
 
 scores_rows1_prefetched_pass0_dims:
-	VMOVUPS     (R13), Z16
+	VMOVUPS     (R13), Z18
 	MOVQ        32(SP), R15
 	SUBQ        R14, R15
 	SHRQ        $0x01, R15
 	SHLQ        $0x06, R15
 	PREFETCHT1  (R10)
-	VPMOVSXBD   (DX), Z17
-	VCVTDQ2PS   Z17, Z17
-	VMULPS.BCST 1216(AX)(R15*1), Z17, Z17
-	VFMADD231PS Z17, Z16, Z0
+	VPMOVSXBD   (DX), Z19
+	VCVTDQ2PS   Z19, Z19
+	VMULPS.BCST 1216(AX)(R15*1), Z19, Z19
+	VFMADD231PS Z19, Z18, Z0
 	PREFETCHT1  (R10)(CX*1)
-	VPMOVSXBD   (DX)(CX*1), Z17
-	VCVTDQ2PS   Z17, Z17
-	VMULPS.BCST 1220(AX)(R15*1), Z17, Z17
-	VFMADD231PS Z17, Z16, Z4
+	VPMOVSXBD   (DX)(CX*1), Z19
+	VCVTDQ2PS   Z19, Z19
+	VMULPS.BCST 1220(AX)(R15*1), Z19, Z19
+	VFMADD231PS Z19, Z18, Z6
 	PREFETCHT1  (R10)(CX*2)
-	VPMOVSXBD   (DX)(CX*2), Z17
-	VCVTDQ2PS   Z17, Z17
-	VMULPS.BCST 1224(AX)(R15*1), Z17, Z17
-	VFMADD231PS Z17, Z16, Z8
+	VPMOVSXBD   (DX)(CX*2), Z19
+	VCVTDQ2PS   Z19, Z19
+	VMULPS.BCST 1224(AX)(R15*1), Z19, Z19
+	VFMADD231PS Z19, Z18, Z10
 	PREFETCHT1  (R10)(BX*1)
-	VPMOVSXBD   (DX)(BX*1), Z17
-	VCVTDQ2PS   Z17, Z17
-	VMULPS.BCST 1228(AX)(R15*1), Z17, Z17
-	VFMADD231PS Z17, Z16, Z12
+	VPMOVSXBD   (DX)(BX*1), Z19
+	VCVTDQ2PS   Z19, Z19
+	VMULPS.BCST 1228(AX)(R15*1), Z19, Z19
+	VFMADD231PS Z19, Z18, Z14
 	PREFETCHT1  (R11)
-	VPMOVSXBD   (SI), Z17
-	VCVTDQ2PS   Z17, Z17
-	VMULPS.BCST 1232(AX)(R15*1), Z17, Z17
-	VFMADD231PS Z17, Z16, Z1
+	VPMOVSXBD   (SI), Z19
+	VCVTDQ2PS   Z19, Z19
+	VMULPS.BCST 1232(AX)(R15*1), Z19, Z19
+	VFMADD231PS Z19, Z18, Z1
 	PREFETCHT1  (R11)(CX*1)
-	VPMOVSXBD   (SI)(CX*1), Z17
-	VCVTDQ2PS   Z17, Z17
-	VMULPS.BCST 1236(AX)(R15*1), Z17, Z17
-	VFMADD231PS Z17, Z16, Z5
+	VPMOVSXBD   (SI)(CX*1), Z19
+	VCVTDQ2PS   Z19, Z19
+	VMULPS.BCST 1236(AX)(R15*1), Z19, Z19
+	VFMADD231PS Z19, Z18, Z7
 	PREFETCHT1  (R11)(CX*2)
-	VPMOVSXBD   (SI)(CX*2), Z17
-	VCVTDQ2PS   Z17, Z17
-	VMULPS.BCST 1240(AX)(R15*1), Z17, Z17
-	VFMADD231PS Z17, Z16, Z9
+	VPMOVSXBD   (SI)(CX*2), Z19
+	VCVTDQ2PS   Z19, Z19
+	VMULPS.BCST 1240(AX)(R15*1), Z19, Z19
+	VFMADD231PS Z19, Z18, Z11
 	PREFETCHT1  (R11)(BX*1)
-	VPMOVSXBD   (SI)(BX*1), Z17
-	VCVTDQ2PS   Z17, Z17
-	VMULPS.BCST 1244(AX)(R15*1), Z17, Z17
-	VFMADD231PS Z17, Z16, Z13
+	VPMOVSXBD   (SI)(BX*1), Z19
+	VCVTDQ2PS   Z19, Z19
+	VMULPS.BCST 1244(AX)(R15*1), Z19, Z19
+	VFMADD231PS Z19, Z18, Z15
 	PREFETCHT1  (R12)
-	VPMOVSXBD   (DI), Z17
-	VCVTDQ2PS   Z17, Z17
-	VMULPS.BCST 1248(AX)(R15*1), Z17, Z17
-	VFMADD231PS Z17, Z16, Z2
+	VPMOVSXBD   (DI), Z19
+	VCVTDQ2PS   Z19, Z19
+	VMULPS.BCST 1248(AX)(R15*1), Z19, Z19
+	VFMADD231PS Z19, Z18, Z4
 	PREFETCHT1  (R12)(CX*1)
-	VPMOVSXBD   (DI)(CX*1), Z17
-	VCVTDQ2PS   Z17, Z17
-	VMULPS.BCST 1252(AX)(R15*1), Z17, Z17
-	VFMADD231PS Z17, Z16, Z6
+	VPMOVSXBD   (DI)(CX*1), Z19
+	VCVTDQ2PS   Z19, Z19
+	VMULPS.BCST 1252(AX)(R15*1), Z19, Z19
+	VFMADD231PS Z19, Z18, Z8
 	PREFETCHT1  (R12)(CX*2)
-	VPMOVSXBD   (DI)(CX*2), Z17
-	VCVTDQ2PS   Z17, Z17
-	VMULPS.BCST 1256(AX)(R15*1), Z17, Z17
-	VFMADD231PS Z17, Z16, Z10
+	VPMOVSXBD   (DI)(CX*2), Z19
+	VCVTDQ2PS   Z19, Z19
+	VMULPS.BCST 1256(AX)(R15*1), Z19, Z19
+	VFMADD231PS Z19, Z18, Z12
 	PREFETCHT1  (R12)(BX*1)
-	VPMOVSXBD   (DI)(BX*1), Z17
-	VCVTDQ2PS   Z17, Z17
-	VMULPS.BCST 1260(AX)(R15*1), Z17, Z17
-	VFMADD231PS Z17, Z16, Z14
+	VPMOVSXBD   (DI)(BX*1), Z19
+	VCVTDQ2PS   Z19, Z19
+	VMULPS.BCST 1260(AX)(R15*1), Z19, Z19
+	VFMADD231PS Z19, Z18, Z16
 	PREFETCHT1  (R9)
-	VPMOVSXBD   (R8), Z17
-	VCVTDQ2PS   Z17, Z17
-	VMULPS.BCST 1264(AX)(R15*1), Z17, Z17
-	VFMADD231PS Z17, Z16, Z3
+	VPMOVSXBD   (R8), Z19
+	VCVTDQ2PS   Z19, Z19
+	VMULPS.BCST 1264(AX)(R15*1), Z19, Z19
+	VFMADD231PS Z19, Z18, Z5
 	PREFETCHT1  (R9)(CX*1)
-	VPMOVSXBD   (R8)(CX*1), Z17
-	VCVTDQ2PS   Z17, Z17
-	VMULPS.BCST 1268(AX)(R15*1), Z17, Z17
-	VFMADD231PS Z17, Z16, Z7
+	VPMOVSXBD   (R8)(CX*1), Z19
+	VCVTDQ2PS   Z19, Z19
+	VMULPS.BCST 1268(AX)(R15*1), Z19, Z19
+	VFMADD231PS Z19, Z18, Z9
 	PREFETCHT1  (R9)(CX*2)
-	VPMOVSXBD   (R8)(CX*2), Z17
-	VCVTDQ2PS   Z17, Z17
-	VMULPS.BCST 1272(AX)(R15*1), Z17, Z17
-	VFMADD231PS Z17, Z16, Z11
+	VPMOVSXBD   (R8)(CX*2), Z19
+	VCVTDQ2PS   Z19, Z19
+	VMULPS.BCST 1272(AX)(R15*1), Z19, Z19
+	VFMADD231PS Z19, Z18, Z13
 	PREFETCHT1  (R9)(BX*1)
-	VPMOVSXBD   (R8)(BX*1), Z17
-	VCVTDQ2PS   Z17, Z17
-	VMULPS.BCST 1276(AX)(R15*1), Z17, Z17
-	VFMADD231PS Z17, Z16, Z15
+	VPMOVSXBD   (R8)(BX*1), Z19
+	VCVTDQ2PS   Z19, Z19
+	VMULPS.BCST 1276(AX)(R15*1), Z19, Z19
+	VFMADD231PS Z19, Z18, Z17
 	ADDQ        $0x40, R13
 	ADDQ        $0x10, DX
 	ADDQ        $0x10, SI
@@ -69678,99 +68863,96 @@ scores_rows1_prefetched_pass0_dims:
 scores_rows1_prefetched_pass0_last_dims:
 	CMPQ        ktail+24(FP), $0x10
 	JEQ         scores_rows1_prefetched_pass0_fold
-	VMOVUPS.Z   (R13), K1, Z16
+	VMOVUPS.Z   (R13), K1, Z18
 	MOVQ        32(SP), R9
 	SUBQ        R14, R9
 	SHRQ        $0x01, R9
 	SHLQ        $0x06, R9
-	VMOVDQU8.Z  (DX), K1, Z17
-	VPMOVSXBD   X17, Z17
-	VCVTDQ2PS   Z17, Z17
-	VMULPS.BCST 1216(AX)(R9*1), Z17, Z17
-	VFMADD231PS Z17, Z16, Z0
-	VMOVDQU8.Z  (DX)(CX*1), K1, Z17
-	VPMOVSXBD   X17, Z17
-	VCVTDQ2PS   Z17, Z17
-	VMULPS.BCST 1220(AX)(R9*1), Z17, Z17
-	VFMADD231PS Z17, Z16, Z4
-	VMOVDQU8.Z  (DX)(CX*2), K1, Z17
-	VPMOVSXBD   X17, Z17
-	VCVTDQ2PS   Z17, Z17
-	VMULPS.BCST 1224(AX)(R9*1), Z17, Z17
-	VFMADD231PS Z17, Z16, Z8
-	VMOVDQU8.Z  (DX)(BX*1), K1, Z17
-	VPMOVSXBD   X17, Z17
-	VCVTDQ2PS   Z17, Z17
-	VMULPS.BCST 1228(AX)(R9*1), Z17, Z17
-	VFMADD231PS Z17, Z16, Z12
-	VMOVDQU8.Z  (SI), K1, Z17
-	VPMOVSXBD   X17, Z17
-	VCVTDQ2PS   Z17, Z17
-	VMULPS.BCST 1232(AX)(R9*1), Z17, Z17
-	VFMADD231PS Z17, Z16, Z1
-	VMOVDQU8.Z  (SI)(CX*1), K1, Z17
-	VPMOVSXBD   X17, Z17
-	VCVTDQ2PS   Z17, Z17
-	VMULPS.BCST 1236(AX)(R9*1), Z17, Z17
-	VFMADD231PS Z17, Z16, Z5
-	VMOVDQU8.Z  (SI)(CX*2), K1, Z17
-	VPMOVSXBD   X17, Z17
-	VCVTDQ2PS   Z17, Z17
-	VMULPS.BCST 1240(AX)(R9*1), Z17, Z17
-	VFMADD231PS Z17, Z16, Z9
-	VMOVDQU8.Z  (SI)(BX*1), K1, Z17
-	VPMOVSXBD   X17, Z17
-	VCVTDQ2PS   Z17, Z17
-	VMULPS.BCST 1244(AX)(R9*1), Z17, Z17
-	VFMADD231PS Z17, Z16, Z13
-	VMOVDQU8.Z  (DI), K1, Z17
-	VPMOVSXBD   X17, Z17
-	VCVTDQ2PS   Z17, Z17
-	VMULPS.BCST 1248(AX)(R9*1), Z17, Z17
-	VFMADD231PS Z17, Z16, Z2
-	VMOVDQU8.Z  (DI)(CX*1), K1, Z17
-	VPMOVSXBD   X17, Z17
-	VCVTDQ2PS   Z17, Z17
-	VMULPS.BCST 1252(AX)(R9*1), Z17, Z17
-	VFMADD231PS Z17, Z16, Z6
-	VMOVDQU8.Z  (DI)(CX*2), K1, Z17
-	VPMOVSXBD   X17, Z17
-	VCVTDQ2PS   Z17, Z17
-	VMULPS.BCST 1256(AX)(R9*1), Z17, Z17
-	VFMADD231PS Z17, Z16, Z10
-	VMOVDQU8.Z  (DI)(BX*1), K1, Z17
-	VPMOVSXBD   X17, Z17
-	VCVTDQ2PS   Z17, Z17
-	VMULPS.BCST 1260(AX)(R9*1), Z17, Z17
-	VFMADD231PS Z17, Z16, Z14
-	VMOVDQU8.Z  (R8), K1, Z17
-	VPMOVSXBD   X17, Z17
-	VCVTDQ2PS   Z17, Z17
-	VMULPS.BCST 1264(AX)(R9*1), Z17, Z17
-	VFMADD231PS Z17, Z16, Z3
-	VMOVDQU8.Z  (R8)(CX*1), K1, Z17
-	VPMOVSXBD   X17, Z17
-	VCVTDQ2PS   Z17, Z17
-	VMULPS.BCST 1268(AX)(R9*1), Z17, Z17
-	VFMADD231PS Z17, Z16, Z7
-	VMOVDQU8.Z  (R8)(CX*2), K1, Z17
-	VPMOVSXBD   X17, Z17
-	VCVTDQ2PS   Z17, Z17
-	VMULPS.BCST 1272(AX)(R9*1), Z17, Z17
-	VFMADD231PS Z17, Z16, Z11
-	VMOVDQU8.Z  (R8)(BX*1), K1, Z17
-	VPMOVSXBD   X17, Z17
-	VCVTDQ2PS   Z17, Z17
-	VMULPS.BCST 1276(AX)(R9*1), Z17, Z17
-	VFMADD231PS Z17, Z16, Z15
+	VMOVDQU8.Z  (DX), K1, Z19
+	VPMOVSXBD   X19, Z19
+	VCVTDQ2PS   Z19, Z19
+	VMULPS.BCST 1216(AX)(R9*1), Z19, Z19
+	VFMADD231PS Z19, Z18, Z0
+	VMOVDQU8.Z  (DX)(CX*1), K1, Z19
+	VPMOVSXBD   X19, Z19
+	VCVTDQ2PS   Z19, Z19
+	VMULPS.BCST 1220(AX)(R9*1), Z19, Z19
+	VFMADD231PS Z19, Z18, Z6
+	VMOVDQU8.Z  (DX)(CX*2), K1, Z19
+	VPMOVSXBD   X19, Z19
+	VCVTDQ2PS   Z19, Z19
+	VMULPS.BCST 1224(AX)(R9*1), Z19, Z19
+	VFMADD231PS Z19, Z18, Z10
+	VMOVDQU8.Z  (DX)(BX*1), K1, Z19
+	VPMOVSXBD   X19, Z19
+	VCVTDQ2PS   Z19, Z19
+	VMULPS.BCST 1228(AX)(R9*1), Z19, Z19
+	VFMADD231PS Z19, Z18, Z14
+	VMOVDQU8.Z  (SI), K1, Z19
+	VPMOVSXBD   X19, Z19
+	VCVTDQ2PS   Z19, Z19
+	VMULPS.BCST 1232(AX)(R9*1), Z19, Z19
+	VFMADD231PS Z19, Z18, Z1
+	VMOVDQU8.Z  (SI)(CX*1), K1, Z19
+	VPMOVSXBD   X19, Z19
+	VCVTDQ2PS   Z19, Z19
+	VMULPS.BCST 1236(AX)(R9*1), Z19, Z19
+	VFMADD231PS Z19, Z18, Z7
+	VMOVDQU8.Z  (SI)(CX*2), K1, Z19
+	VPMOVSXBD   X19, Z19
+	VCVTDQ2PS   Z19, Z19
+	VMULPS.BCST 1240(AX)(R9*1), Z19, Z19
+	VFMADD231PS Z19, Z18, Z11
+	VMOVDQU8.Z  (SI)(BX*1), K1, Z19
+	VPMOVSXBD   X19, Z19
+	VCVTDQ2PS   Z19, Z19
+	VMULPS.BCST 1244(AX)(R9*1), Z19, Z19
+	VFMADD231PS Z19, Z18, Z15
+	VMOVDQU8.Z  (DI), K1, Z19
+	VPMOVSXBD   X19, Z19
+	VCVTDQ2PS   Z19, Z19
+	VMULPS.BCST 1248(AX)(R9*1), Z19, Z19
+	VFMADD231PS Z19, Z18, Z4
+	VMOVDQU8.Z  (DI)(CX*1), K1, Z19
+	VPMOVSXBD   X19, Z19
+	VCVTDQ2PS   Z19, Z19
+	VMULPS.BCST 1252(AX)(R9*1), Z19, Z19
+	VFMADD231PS Z19, Z18, Z8
+	VMOVDQU8.Z  (DI)(CX*2), K1, Z19
+	VPMOVSXBD   X19, Z19
+	VCVTDQ2PS   Z19, Z19
+	VMULPS.BCST 1256(AX)(R9*1), Z19, Z19
+	VFMADD231PS Z19, Z18, Z12
+	VMOVDQU8.Z  (DI)(BX*1), K1, Z19
+	VPMOVSXBD   X19, Z19
+	VCVTDQ2PS   Z19, Z19
+	VMULPS.BCST 1260(AX)(R9*1), Z19, Z19
+	VFMADD231PS Z19, Z18, Z16
+	VMOVDQU8.Z  (R8), K1, Z19
+	VPMOVSXBD   X19, Z19
+	VCVTDQ2PS   Z19, Z19
+	VMULPS.BCST 1264(AX)(R9*1), Z19, Z19
+	VFMADD231PS Z19, Z18, Z5
+	VMOVDQU8.Z  (R8)(CX*1), K1, Z19
+	VPMOVSXBD   X19, Z19
+	VCVTDQ2PS   Z19, Z19
+	VMULPS.BCST 1268(AX)(R9*1), Z19, Z19
+	VFMADD231PS Z19, Z18, Z9
+	VMOVDQU8.Z  (R8)(CX*2), K1, Z19
+	VPMOVSXBD   X19, Z19
+	VCVTDQ2PS   Z19, Z19
+	VMULPS.BCST 1272(AX)(R9*1), Z19, Z19
+	VFMADD231PS Z19, Z18, Z13
+	VMOVDQU8.Z  (R8)(BX*1), K1, Z19
+	VPMOVSXBD   X19, Z19
+	VCVTDQ2PS   Z19, Z19
+	VMULPS.BCST 1276(AX)(R9*1), Z19, Z19
+	VFMADD231PS Z19, Z18, Z17
 
 scores_rows1_prefetched_pass0_fold:
-	VSHUFF32X4   $0xee, Z1, Z0, Z16
+	VSHUFF32X4   $0xee, Z1, Z0, Z18
 	VSHUFF32X4   $0x44, Z1, Z0, Z0
-	VADDPS       Z16, Z0, Z0
-	VSHUFF32X4   $0xee, Z3, Z2, Z1
-	VSHUFF32X4   $0x44, Z3, Z2, Z2
-	VADDPS       Z1, Z2, Z2
+	VADDPS       Z18, Z0, Z0
 	VSHUFF32X4   $0xee, Z5, Z4, Z1
 	VSHUFF32X4   $0x44, Z5, Z4, Z4
 	VADDPS       Z1, Z4, Z4
@@ -69789,26 +68971,29 @@ scores_rows1_prefetched_pass0_fold:
 	VSHUFF32X4   $0xee, Z15, Z14, Z1
 	VSHUFF32X4   $0x44, Z15, Z14, Z14
 	VADDPS       Z1, Z14, Z14
-	VSHUFF32X4   $0xdd, Z2, Z0, Z1
-	VSHUFF32X4   $0x88, Z2, Z0, Z0
+	VSHUFF32X4   $0xee, Z17, Z16, Z1
+	VSHUFF32X4   $0x44, Z17, Z16, Z16
+	VADDPS       Z1, Z16, Z16
+	VSHUFF32X4   $0xdd, Z4, Z0, Z1
+	VSHUFF32X4   $0x88, Z4, Z0, Z0
 	VADDPS       Z1, Z0, Z0
-	VSHUFF32X4   $0xdd, Z6, Z4, Z1
-	VSHUFF32X4   $0x88, Z6, Z4, Z4
-	VADDPS       Z1, Z4, Z4
-	VSHUFF32X4   $0xdd, Z10, Z8, Z1
-	VSHUFF32X4   $0x88, Z10, Z8, Z8
-	VADDPS       Z1, Z8, Z8
-	VSHUFF32X4   $0xdd, Z14, Z12, Z1
-	VSHUFF32X4   $0x88, Z14, Z12, Z12
-	VADDPS       Z1, Z12, Z12
-	VSHUFPS      $0xee, Z4, Z0, Z1
-	VSHUFPS      $0x44, Z4, Z0, Z0
+	VSHUFF32X4   $0xdd, Z8, Z6, Z1
+	VSHUFF32X4   $0x88, Z8, Z6, Z6
+	VADDPS       Z1, Z6, Z6
+	VSHUFF32X4   $0xdd, Z12, Z10, Z1
+	VSHUFF32X4   $0x88, Z12, Z10, Z10
+	VADDPS       Z1, Z10, Z10
+	VSHUFF32X4   $0xdd, Z16, Z14, Z1
+	VSHUFF32X4   $0x88, Z16, Z14, Z14
+	VADDPS       Z1, Z14, Z14
+	VSHUFPS      $0xee, Z6, Z0, Z1
+	VSHUFPS      $0x44, Z6, Z0, Z0
 	VADDPS       Z1, Z0, Z0
-	VSHUFPS      $0xee, Z12, Z8, Z1
-	VSHUFPS      $0x44, Z12, Z8, Z8
-	VADDPS       Z1, Z8, Z8
-	VSHUFPS      $0xdd, Z8, Z0, Z1
-	VSHUFPS      $0x88, Z8, Z0, Z0
+	VSHUFPS      $0xee, Z14, Z10, Z1
+	VSHUFPS      $0x44, Z14, Z10, Z10
+	VADDPS       Z1, Z10, Z10
+	VSHUFPS      $0xdd, Z10, Z0, Z1
+	VSHUFPS      $0x88, Z10, Z0, Z0
 	VADDPS       Z1, Z0, Z0
 	VMOVUPS      Z0, Z0
 	MOVQ         alibi+120(FP), CX
@@ -69824,8 +69009,8 @@ scores_rows1_prefetched_pass0_fold:
 	VADDSS       (BX)(DX*4), X1, X1
 	VBROADCASTSS X1, Z1
 	VADDPS       iotaAVX512<>+0(SB), Z1, Z1
-	VBROADCASTSS (CX)(DX*4), Z2
-	VMULPS       Z2, Z1, Z1
+	VBROADCASTSS (CX)(DX*4), Z4
+	VMULPS       Z4, Z1, Z1
 	VADDPS       Z1, Z0, Z0
 
 scores_rows1_prefetched_row0_noalibi:
@@ -69835,63 +69020,63 @@ scores_rows1_prefetched_row0_noalibi:
 	MOVQ         m+96(FP), DX
 	MOVQ         l+104(FP), BX
 	VMOVUPS      Z0, Z1
-	VSHUFF32X4   $0x4e, Z1, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VSHUFF32X4   $0xb1, Z1, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VPERMILPS    $0x4e, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VPERMILPS    $0xb1, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VBROADCASTSS (DX)(CX*4), Z2
-	VMAXPS       Z1, Z2, Z1
-	VMAXPS       constsAVX512<>+1280(SB), Z1, Z3
-	VSUBPS       Z3, Z0, Z0
+	VSHUFF32X4   $0x4e, Z1, Z1, Z4
+	VMAXPS       Z4, Z1, Z1
+	VSHUFF32X4   $0xb1, Z1, Z1, Z4
+	VMAXPS       Z4, Z1, Z1
+	VPERMILPS    $0x4e, Z1, Z4
+	VMAXPS       Z4, Z1, Z1
+	VPERMILPS    $0xb1, Z1, Z4
+	VMAXPS       Z4, Z1, Z1
+	VBROADCASTSS (DX)(CX*4), Z4
+	VMAXPS       Z1, Z4, Z1
+	VMAXPS       constsAVX512<>+1280(SB), Z1, Z5
+	VSUBPS       Z5, Z0, Z0
 	VCMPPS       $0x15, constsAVX512<>+768(SB), Z0, K4
 	VMULPS       constsAVX512<>+128(SB), Z0, Z0
-	VADDPS       constsAVX512<>+832(SB), Z0, Z4
-	VSUBPS       constsAVX512<>+832(SB), Z4, Z5
-	VSUBPS       Z5, Z0, Z0
-	VMOVUPS      constsAVX512<>+896(SB), Z5
-	VFMADD213PS  constsAVX512<>+960(SB), Z0, Z5
-	VFMADD213PS  constsAVX512<>+1024(SB), Z0, Z5
-	VFMADD213PS  constsAVX512<>+1088(SB), Z0, Z5
-	VFMADD213PS  constsAVX512<>+1152(SB), Z0, Z5
-	VFMADD213PS  constsAVX512<>+1216(SB), Z0, Z5
-	VFMADD213PS  constsAVX512<>+704(SB), Z0, Z5
-	VPSLLD       $0x17, Z4, Z4
-	VPADDD.Z     Z4, Z5, K4, Z5
+	VADDPS       constsAVX512<>+832(SB), Z0, Z6
+	VSUBPS       constsAVX512<>+832(SB), Z6, Z7
+	VSUBPS       Z7, Z0, Z0
+	VMOVUPS      constsAVX512<>+896(SB), Z7
+	VFMADD213PS  constsAVX512<>+960(SB), Z0, Z7
+	VFMADD213PS  constsAVX512<>+1024(SB), Z0, Z7
+	VFMADD213PS  constsAVX512<>+1088(SB), Z0, Z7
+	VFMADD213PS  constsAVX512<>+1152(SB), Z0, Z7
+	VFMADD213PS  constsAVX512<>+1216(SB), Z0, Z7
+	VFMADD213PS  constsAVX512<>+704(SB), Z0, Z7
+	VPSLLD       $0x17, Z6, Z6
+	VPADDD.Z     Z6, Z7, K4, Z7
 	MOVQ         CX, SI
 	SHLQ         $0x06, SI
-	VMOVUPS      Z5, (AX)(SI*1)
-	VSHUFF32X4   $0x4e, Z5, Z5, Z0
-	VADDPS       Z0, Z5, Z5
-	VSHUFF32X4   $0xb1, Z5, Z5, Z0
-	VADDPS       Z0, Z5, Z5
-	VPERMILPS    $0x4e, Z5, Z0
-	VADDPS       Z0, Z5, Z5
-	VPERMILPS    $0xb1, Z5, Z0
-	VADDPS       Z0, Z5, Z5
-	VSUBPS       Z3, Z2, Z2
-	VCMPPS       $0x15, constsAVX512<>+768(SB), Z2, K4
-	VMULPS       constsAVX512<>+128(SB), Z2, Z2
-	VADDPS       constsAVX512<>+832(SB), Z2, Z0
-	VSUBPS       constsAVX512<>+832(SB), Z0, Z3
-	VSUBPS       Z3, Z2, Z2
-	VMOVUPS      constsAVX512<>+896(SB), Z3
-	VFMADD213PS  constsAVX512<>+960(SB), Z2, Z3
-	VFMADD213PS  constsAVX512<>+1024(SB), Z2, Z3
-	VFMADD213PS  constsAVX512<>+1088(SB), Z2, Z3
-	VFMADD213PS  constsAVX512<>+1152(SB), Z2, Z3
-	VFMADD213PS  constsAVX512<>+1216(SB), Z2, Z3
-	VFMADD213PS  constsAVX512<>+704(SB), Z2, Z3
+	VMOVUPS      Z7, (AX)(SI*1)
+	VSHUFF32X4   $0x4e, Z7, Z7, Z0
+	VADDPS       Z0, Z7, Z7
+	VSHUFF32X4   $0xb1, Z7, Z7, Z0
+	VADDPS       Z0, Z7, Z7
+	VPERMILPS    $0x4e, Z7, Z0
+	VADDPS       Z0, Z7, Z7
+	VPERMILPS    $0xb1, Z7, Z0
+	VADDPS       Z0, Z7, Z7
+	VSUBPS       Z5, Z4, Z4
+	VCMPPS       $0x15, constsAVX512<>+768(SB), Z4, K4
+	VMULPS       constsAVX512<>+128(SB), Z4, Z4
+	VADDPS       constsAVX512<>+832(SB), Z4, Z0
+	VSUBPS       constsAVX512<>+832(SB), Z0, Z5
+	VSUBPS       Z5, Z4, Z4
+	VMOVUPS      constsAVX512<>+896(SB), Z5
+	VFMADD213PS  constsAVX512<>+960(SB), Z4, Z5
+	VFMADD213PS  constsAVX512<>+1024(SB), Z4, Z5
+	VFMADD213PS  constsAVX512<>+1088(SB), Z4, Z5
+	VFMADD213PS  constsAVX512<>+1152(SB), Z4, Z5
+	VFMADD213PS  constsAVX512<>+1216(SB), Z4, Z5
+	VFMADD213PS  constsAVX512<>+704(SB), Z4, Z5
 	VPSLLD       $0x17, Z0, Z0
-	VPADDD.Z     Z0, Z3, K4, Z3
+	VPADDD.Z     Z0, Z5, K4, Z5
 	VBROADCASTSS (BX)(CX*4), Z0
-	VFMADD213PS  Z5, Z3, Z0
+	VFMADD213PS  Z7, Z5, Z0
 	VMOVSS       X0, (BX)(CX*4)
 	VMOVSS       X1, (DX)(CX*4)
-	VMOVSS       X3, 1024(AX)(CX*4)
+	VMOVSS       X5, 1024(AX)(CX*4)
 	MOVQ         88(SP), CX
 	MOVQ         96(SP), DX
 	ADDQ         $0x01, CX
@@ -69911,8 +69096,6 @@ rowgroup:
 scores_rows4:
 	VMOVUPS constsAVX512<>+2048(SB), Z0
 	VMOVUPS constsAVX512<>+2048(SB), Z1
-	VMOVUPS constsAVX512<>+2048(SB), Z2
-	VMOVUPS constsAVX512<>+2048(SB), Z3
 	VMOVUPS constsAVX512<>+2048(SB), Z4
 	VMOVUPS constsAVX512<>+2048(SB), Z5
 	VMOVUPS constsAVX512<>+2048(SB), Z6
@@ -69925,6 +69108,8 @@ scores_rows4:
 	VMOVUPS constsAVX512<>+2048(SB), Z13
 	VMOVUPS constsAVX512<>+2048(SB), Z14
 	VMOVUPS constsAVX512<>+2048(SB), Z15
+	VMOVUPS constsAVX512<>+2048(SB), Z16
+	VMOVUPS constsAVX512<>+2048(SB), Z17
 	MOVQ    48(SP), CX
 	MOVQ    (SP), DX
 	LEAQ    (CX)(CX*2), BX
@@ -69936,42 +69121,42 @@ scores_rows4:
 	JZ      scores_rows4_pass0_last_dims
 
 scores_rows4_pass0_dims:
-	VMOVUPS     (SI), Z16
-	VMOVUPS     (SI)(DI*1), Z17
-	VMOVUPS     (SI)(DI*2), Z18
-	VMOVUPS     (R8)(DI*1), Z19
+	VMOVUPS     (SI), Z18
+	VMOVUPS     (SI)(DI*1), Z19
+	VMOVUPS     (SI)(DI*2), Z20
+	VMOVUPS     (R8)(DI*1), Z21
 	MOVQ        32(SP), R10
 	SUBQ        R9, R10
 	SHRQ        $0x01, R10
 	SHLQ        $0x06, R10
-	VPMOVSXBD   (DX), Z20
-	VCVTDQ2PS   Z20, Z20
-	VMULPS.BCST 1216(AX)(R10*1), Z20, Z20
-	VFMADD231PS Z20, Z16, Z0
-	VFMADD231PS Z20, Z17, Z1
-	VFMADD231PS Z20, Z18, Z2
-	VFMADD231PS Z20, Z19, Z3
-	VPMOVSXBD   (DX)(CX*1), Z20
-	VCVTDQ2PS   Z20, Z20
-	VMULPS.BCST 1220(AX)(R10*1), Z20, Z20
-	VFMADD231PS Z20, Z16, Z4
-	VFMADD231PS Z20, Z17, Z5
-	VFMADD231PS Z20, Z18, Z6
-	VFMADD231PS Z20, Z19, Z7
-	VPMOVSXBD   (DX)(CX*2), Z20
-	VCVTDQ2PS   Z20, Z20
-	VMULPS.BCST 1224(AX)(R10*1), Z20, Z20
-	VFMADD231PS Z20, Z16, Z8
-	VFMADD231PS Z20, Z17, Z9
-	VFMADD231PS Z20, Z18, Z10
-	VFMADD231PS Z20, Z19, Z11
-	VPMOVSXBD   (DX)(BX*1), Z20
-	VCVTDQ2PS   Z20, Z20
-	VMULPS.BCST 1228(AX)(R10*1), Z20, Z20
-	VFMADD231PS Z20, Z16, Z12
-	VFMADD231PS Z20, Z17, Z13
-	VFMADD231PS Z20, Z18, Z14
-	VFMADD231PS Z20, Z19, Z15
+	VPMOVSXBD   (DX), Z22
+	VCVTDQ2PS   Z22, Z22
+	VMULPS.BCST 1216(AX)(R10*1), Z22, Z22
+	VFMADD231PS Z22, Z18, Z0
+	VFMADD231PS Z22, Z19, Z1
+	VFMADD231PS Z22, Z20, Z4
+	VFMADD231PS Z22, Z21, Z5
+	VPMOVSXBD   (DX)(CX*1), Z22
+	VCVTDQ2PS   Z22, Z22
+	VMULPS.BCST 1220(AX)(R10*1), Z22, Z22
+	VFMADD231PS Z22, Z18, Z6
+	VFMADD231PS Z22, Z19, Z7
+	VFMADD231PS Z22, Z20, Z8
+	VFMADD231PS Z22, Z21, Z9
+	VPMOVSXBD   (DX)(CX*2), Z22
+	VCVTDQ2PS   Z22, Z22
+	VMULPS.BCST 1224(AX)(R10*1), Z22, Z22
+	VFMADD231PS Z22, Z18, Z10
+	VFMADD231PS Z22, Z19, Z11
+	VFMADD231PS Z22, Z20, Z12
+	VFMADD231PS Z22, Z21, Z13
+	VPMOVSXBD   (DX)(BX*1), Z22
+	VCVTDQ2PS   Z22, Z22
+	VMULPS.BCST 1228(AX)(R10*1), Z22, Z22
+	VFMADD231PS Z22, Z18, Z14
+	VFMADD231PS Z22, Z19, Z15
+	VFMADD231PS Z22, Z20, Z16
+	VFMADD231PS Z22, Z21, Z17
 	ADDQ        $0x40, SI
 	ADDQ        $0x40, R8
 	ADDQ        $0x10, DX
@@ -69981,54 +69166,51 @@ scores_rows4_pass0_dims:
 scores_rows4_pass0_last_dims:
 	CMPQ        ktail+24(FP), $0x10
 	JEQ         scores_rows4_pass0_fold
-	VMOVUPS.Z   (SI), K1, Z16
-	VMOVUPS.Z   (SI)(DI*1), K1, Z17
-	VMOVUPS.Z   (SI)(DI*2), K1, Z18
-	VMOVUPS.Z   (R8)(DI*1), K1, Z19
+	VMOVUPS.Z   (SI), K1, Z18
+	VMOVUPS.Z   (SI)(DI*1), K1, Z19
+	VMOVUPS.Z   (SI)(DI*2), K1, Z20
+	VMOVUPS.Z   (R8)(DI*1), K1, Z21
 	MOVQ        32(SP), SI
 	SUBQ        R9, SI
 	SHRQ        $0x01, SI
 	SHLQ        $0x06, SI
-	VMOVDQU8.Z  (DX), K1, Z20
-	VPMOVSXBD   X20, Z20
-	VCVTDQ2PS   Z20, Z20
-	VMULPS.BCST 1216(AX)(SI*1), Z20, Z20
-	VFMADD231PS Z20, Z16, Z0
-	VFMADD231PS Z20, Z17, Z1
-	VFMADD231PS Z20, Z18, Z2
-	VFMADD231PS Z20, Z19, Z3
-	VMOVDQU8.Z  (DX)(CX*1), K1, Z20
-	VPMOVSXBD   X20, Z20
-	VCVTDQ2PS   Z20, Z20
-	VMULPS.BCST 1220(AX)(SI*1), Z20, Z20
-	VFMADD231PS Z20, Z16, Z4
-	VFMADD231PS Z20, Z17, Z5
-	VFMADD231PS Z20, Z18, Z6
-	VFMADD231PS Z20, Z19, Z7
-	VMOVDQU8.Z  (DX)(CX*2), K1, Z20
-	VPMOVSXBD   X20, Z20
-	VCVTDQ2PS   Z20, Z20
-	VMULPS.BCST 1224(AX)(SI*1), Z20, Z20
-	VFMADD231PS Z20, Z16, Z8
-	VFMADD231PS Z20, Z17, Z9
-	VFMADD231PS Z20, Z18, Z10
-	VFMADD231PS Z20, Z19, Z11
-	VMOVDQU8.Z  (DX)(BX*1), K1, Z20
-	VPMOVSXBD   X20, Z20
-	VCVTDQ2PS   Z20, Z20
-	VMULPS.BCST 1228(AX)(SI*1), Z20, Z20
-	VFMADD231PS Z20, Z16, Z12
-	VFMADD231PS Z20, Z17, Z13
-	VFMADD231PS Z20, Z18, Z14
-	VFMADD231PS Z20, Z19, Z15
+	VMOVDQU8.Z  (DX), K1, Z22
+	VPMOVSXBD   X22, Z22
+	VCVTDQ2PS   Z22, Z22
+	VMULPS.BCST 1216(AX)(SI*1), Z22, Z22
+	VFMADD231PS Z22, Z18, Z0
+	VFMADD231PS Z22, Z19, Z1
+	VFMADD231PS Z22, Z20, Z4
+	VFMADD231PS Z22, Z21, Z5
+	VMOVDQU8.Z  (DX)(CX*1), K1, Z22
+	VPMOVSXBD   X22, Z22
+	VCVTDQ2PS   Z22, Z22
+	VMULPS.BCST 1220(AX)(SI*1), Z22, Z22
+	VFMADD231PS Z22, Z18, Z6
+	VFMADD231PS Z22, Z19, Z7
+	VFMADD231PS Z22, Z20, Z8
+	VFMADD231PS Z22, Z21, Z9
+	VMOVDQU8.Z  (DX)(CX*2), K1, Z22
+	VPMOVSXBD   X22, Z22
+	VCVTDQ2PS   Z22, Z22
+	VMULPS.BCST 1224(AX)(SI*1), Z22, Z22
+	VFMADD231PS Z22, Z18, Z10
+	VFMADD231PS Z22, Z19, Z11
+	VFMADD231PS Z22, Z20, Z12
+	VFMADD231PS Z22, Z21, Z13
+	VMOVDQU8.Z  (DX)(BX*1), K1, Z22
+	VPMOVSXBD   X22, Z22
+	VCVTDQ2PS   Z22, Z22
+	VMULPS.BCST 1228(AX)(SI*1), Z22, Z22
+	VFMADD231PS Z22, Z18, Z14
+	VFMADD231PS Z22, Z19, Z15
+	VFMADD231PS Z22, Z20, Z16
+	VFMADD231PS Z22, Z21, Z17
 
 scores_rows4_pass0_fold:
-	VSHUFF32X4 $0xee, Z1, Z0, Z16
+	VSHUFF32X4 $0xee, Z1, Z0, Z18
 	VSHUFF32X4 $0x44, Z1, Z0, Z0
-	VADDPS     Z16, Z0, Z0
-	VSHUFF32X4 $0xee, Z3, Z2, Z1
-	VSHUFF32X4 $0x44, Z3, Z2, Z2
-	VADDPS     Z1, Z2, Z2
+	VADDPS     Z18, Z0, Z0
 	VSHUFF32X4 $0xee, Z5, Z4, Z1
 	VSHUFF32X4 $0x44, Z5, Z4, Z4
 	VADDPS     Z1, Z4, Z4
@@ -70047,32 +69229,33 @@ scores_rows4_pass0_fold:
 	VSHUFF32X4 $0xee, Z15, Z14, Z1
 	VSHUFF32X4 $0x44, Z15, Z14, Z14
 	VADDPS     Z1, Z14, Z14
-	VSHUFF32X4 $0xdd, Z2, Z0, Z1
-	VSHUFF32X4 $0x88, Z2, Z0, Z0
+	VSHUFF32X4 $0xee, Z17, Z16, Z1
+	VSHUFF32X4 $0x44, Z17, Z16, Z16
+	VADDPS     Z1, Z16, Z16
+	VSHUFF32X4 $0xdd, Z4, Z0, Z1
+	VSHUFF32X4 $0x88, Z4, Z0, Z0
 	VADDPS     Z1, Z0, Z0
-	VSHUFF32X4 $0xdd, Z6, Z4, Z1
-	VSHUFF32X4 $0x88, Z6, Z4, Z4
-	VADDPS     Z1, Z4, Z4
-	VSHUFF32X4 $0xdd, Z10, Z8, Z1
-	VSHUFF32X4 $0x88, Z10, Z8, Z8
-	VADDPS     Z1, Z8, Z8
-	VSHUFF32X4 $0xdd, Z14, Z12, Z1
-	VSHUFF32X4 $0x88, Z14, Z12, Z12
-	VADDPS     Z1, Z12, Z12
-	VSHUFPS    $0xee, Z4, Z0, Z1
-	VSHUFPS    $0x44, Z4, Z0, Z0
+	VSHUFF32X4 $0xdd, Z8, Z6, Z1
+	VSHUFF32X4 $0x88, Z8, Z6, Z6
+	VADDPS     Z1, Z6, Z6
+	VSHUFF32X4 $0xdd, Z12, Z10, Z1
+	VSHUFF32X4 $0x88, Z12, Z10, Z10
+	VADDPS     Z1, Z10, Z10
+	VSHUFF32X4 $0xdd, Z16, Z14, Z1
+	VSHUFF32X4 $0x88, Z16, Z14, Z14
+	VADDPS     Z1, Z14, Z14
+	VSHUFPS    $0xee, Z6, Z0, Z1
+	VSHUFPS    $0x44, Z6, Z0, Z0
 	VADDPS     Z1, Z0, Z0
-	VSHUFPS    $0xee, Z12, Z8, Z1
-	VSHUFPS    $0x44, Z12, Z8, Z8
-	VADDPS     Z1, Z8, Z8
-	VSHUFPS    $0xdd, Z8, Z0, Z1
-	VSHUFPS    $0x88, Z8, Z0, Z0
+	VSHUFPS    $0xee, Z14, Z10, Z1
+	VSHUFPS    $0x44, Z14, Z10, Z10
+	VADDPS     Z1, Z10, Z10
+	VSHUFPS    $0xdd, Z10, Z0, Z1
+	VSHUFPS    $0x88, Z10, Z0, Z0
 	VADDPS     Z1, Z0, Z0
-	VMOVUPS    Z0, Z21
+	VMOVUPS    Z0, Z23
 	VMOVUPS    constsAVX512<>+2048(SB), Z0
 	VMOVUPS    constsAVX512<>+2048(SB), Z1
-	VMOVUPS    constsAVX512<>+2048(SB), Z2
-	VMOVUPS    constsAVX512<>+2048(SB), Z3
 	VMOVUPS    constsAVX512<>+2048(SB), Z4
 	VMOVUPS    constsAVX512<>+2048(SB), Z5
 	VMOVUPS    constsAVX512<>+2048(SB), Z6
@@ -70085,6 +69268,8 @@ scores_rows4_pass0_fold:
 	VMOVUPS    constsAVX512<>+2048(SB), Z13
 	VMOVUPS    constsAVX512<>+2048(SB), Z14
 	VMOVUPS    constsAVX512<>+2048(SB), Z15
+	VMOVUPS    constsAVX512<>+2048(SB), Z16
+	VMOVUPS    constsAVX512<>+2048(SB), Z17
 	MOVQ       48(SP), CX
 	MOVQ       (SP), DX
 	IMUL3Q     $0x04, CX, BX
@@ -70098,42 +69283,42 @@ scores_rows4_pass0_fold:
 	JZ         scores_rows4_pass1_last_dims
 
 scores_rows4_pass1_dims:
-	VMOVUPS     (SI), Z16
-	VMOVUPS     (SI)(DI*1), Z17
-	VMOVUPS     (SI)(DI*2), Z18
-	VMOVUPS     (R8)(DI*1), Z19
+	VMOVUPS     (SI), Z18
+	VMOVUPS     (SI)(DI*1), Z19
+	VMOVUPS     (SI)(DI*2), Z20
+	VMOVUPS     (R8)(DI*1), Z21
 	MOVQ        32(SP), R10
 	SUBQ        R9, R10
 	SHRQ        $0x01, R10
 	SHLQ        $0x06, R10
-	VPMOVSXBD   (DX), Z20
-	VCVTDQ2PS   Z20, Z20
-	VMULPS.BCST 1232(AX)(R10*1), Z20, Z20
-	VFMADD231PS Z20, Z16, Z0
-	VFMADD231PS Z20, Z17, Z1
-	VFMADD231PS Z20, Z18, Z2
-	VFMADD231PS Z20, Z19, Z3
-	VPMOVSXBD   (DX)(CX*1), Z20
-	VCVTDQ2PS   Z20, Z20
-	VMULPS.BCST 1236(AX)(R10*1), Z20, Z20
-	VFMADD231PS Z20, Z16, Z4
-	VFMADD231PS Z20, Z17, Z5
-	VFMADD231PS Z20, Z18, Z6
-	VFMADD231PS Z20, Z19, Z7
-	VPMOVSXBD   (DX)(CX*2), Z20
-	VCVTDQ2PS   Z20, Z20
-	VMULPS.BCST 1240(AX)(R10*1), Z20, Z20
-	VFMADD231PS Z20, Z16, Z8
-	VFMADD231PS Z20, Z17, Z9
-	VFMADD231PS Z20, Z18, Z10
-	VFMADD231PS Z20, Z19, Z11
-	VPMOVSXBD   (DX)(BX*1), Z20
-	VCVTDQ2PS   Z20, Z20
-	VMULPS.BCST 1244(AX)(R10*1), Z20, Z20
-	VFMADD231PS Z20, Z16, Z12
-	VFMADD231PS Z20, Z17, Z13
-	VFMADD231PS Z20, Z18, Z14
-	VFMADD231PS Z20, Z19, Z15
+	VPMOVSXBD   (DX), Z22
+	VCVTDQ2PS   Z22, Z22
+	VMULPS.BCST 1232(AX)(R10*1), Z22, Z22
+	VFMADD231PS Z22, Z18, Z0
+	VFMADD231PS Z22, Z19, Z1
+	VFMADD231PS Z22, Z20, Z4
+	VFMADD231PS Z22, Z21, Z5
+	VPMOVSXBD   (DX)(CX*1), Z22
+	VCVTDQ2PS   Z22, Z22
+	VMULPS.BCST 1236(AX)(R10*1), Z22, Z22
+	VFMADD231PS Z22, Z18, Z6
+	VFMADD231PS Z22, Z19, Z7
+	VFMADD231PS Z22, Z20, Z8
+	VFMADD231PS Z22, Z21, Z9
+	VPMOVSXBD   (DX)(CX*2), Z22
+	VCVTDQ2PS   Z22, Z22
+	VMULPS.BCST 1240(AX)(R10*1), Z22, Z22
+	VFMADD231PS Z22, Z18, Z10
+	VFMADD231PS Z22, Z19, Z11
+	VFMADD231PS Z22, Z20, Z12
+	VFMADD231PS Z22, Z21, Z13
+	VPMOVSXBD   (DX)(BX*1), Z22
+	VCVTDQ2PS   Z22, Z22
+	VMULPS.BCST 1244(AX)(R10*1), Z22, Z22
+	VFMADD231PS Z22, Z18, Z14
+	VFMADD231PS Z22, Z19, Z15
+	VFMADD231PS Z22, Z20, Z16
+	VFMADD231PS Z22, Z21, Z17
 	ADDQ        $0x40, SI
 	ADDQ        $0x40, R8
 	ADDQ        $0x10, DX
@@ -70143,54 +69328,51 @@ scores_rows4_pass1_dims:
 scores_rows4_pass1_last_dims:
 	CMPQ        ktail+24(FP), $0x10
 	JEQ         scores_rows4_pass1_fold
-	VMOVUPS.Z   (SI), K1, Z16
-	VMOVUPS.Z   (SI)(DI*1), K1, Z17
-	VMOVUPS.Z   (SI)(DI*2), K1, Z18
-	VMOVUPS.Z   (R8)(DI*1), K1, Z19
+	VMOVUPS.Z   (SI), K1, Z18
+	VMOVUPS.Z   (SI)(DI*1), K1, Z19
+	VMOVUPS.Z   (SI)(DI*2), K1, Z20
+	VMOVUPS.Z   (R8)(DI*1), K1, Z21
 	MOVQ        32(SP), SI
 	SUBQ        R9, SI
 	SHRQ        $0x01, SI
 	SHLQ        $0x06, SI
-	VMOVDQU8.Z  (DX), K1, Z20
-	VPMOVSXBD   X20, Z20
-	VCVTDQ2PS   Z20, Z20
-	VMULPS.BCST 1232(AX)(SI*1), Z20, Z20
-	VFMADD231PS Z20, Z16, Z0
-	VFMADD231PS Z20, Z17, Z1
-	VFMADD231PS Z20, Z18, Z2
-	VFMADD231PS Z20, Z19, Z3
-	VMOVDQU8.Z  (DX)(CX*1), K1, Z20
-	VPMOVSXBD   X20, Z20
-	VCVTDQ2PS   Z20, Z20
-	VMULPS.BCST 1236(AX)(SI*1), Z20, Z20
-	VFMADD231PS Z20, Z16, Z4
-	VFMADD231PS Z20, Z17, Z5
-	VFMADD231PS Z20, Z18, Z6
-	VFMADD231PS Z20, Z19, Z7
-	VMOVDQU8.Z  (DX)(CX*2), K1, Z20
-	VPMOVSXBD   X20, Z20
-	VCVTDQ2PS   Z20, Z20
-	VMULPS.BCST 1240(AX)(SI*1), Z20, Z20
-	VFMADD231PS Z20, Z16, Z8
-	VFMADD231PS Z20, Z17, Z9
-	VFMADD231PS Z20, Z18, Z10
-	VFMADD231PS Z20, Z19, Z11
-	VMOVDQU8.Z  (DX)(BX*1), K1, Z20
-	VPMOVSXBD   X20, Z20
-	VCVTDQ2PS   Z20, Z20
-	VMULPS.BCST 1244(AX)(SI*1), Z20, Z20
-	VFMADD231PS Z20, Z16, Z12
-	VFMADD231PS Z20, Z17, Z13
-	VFMADD231PS Z20, Z18, Z14
-	VFMADD231PS Z20, Z19, Z15
+	VMOVDQU8.Z  (DX), K1, Z22
+	VPMOVSXBD   X22, Z22
+	VCVTDQ2PS   Z22, Z22
+	VMULPS.BCST 1232(AX)(SI*1), Z22, Z22
+	VFMADD231PS Z22, Z18, Z0
+	VFMADD231PS Z22, Z19, Z1
+	VFMADD231PS Z22, Z20, Z4
+	VFMADD231PS Z22, Z21, Z5
+	VMOVDQU8.Z  (DX)(CX*1), K1, Z22
+	VPMOVSXBD   X22, Z22
+	VCVTDQ2PS   Z22, Z22
+	VMULPS.BCST 1236(AX)(SI*1), Z22, Z22
+	VFMADD231PS Z22, Z18, Z6
+	VFMADD231PS Z22, Z19, Z7
+	VFMADD231PS Z22, Z20, Z8
+	VFMADD231PS Z22, Z21, Z9
+	VMOVDQU8.Z  (DX)(CX*2), K1, Z22
+	VPMOVSXBD   X22, Z22
+	VCVTDQ2PS   Z22, Z22
+	VMULPS.BCST 1240(AX)(SI*1), Z22, Z22
+	VFMADD231PS Z22, Z18, Z10
+	VFMADD231PS Z22, Z19, Z11
+	VFMADD231PS Z22, Z20, Z12
+	VFMADD231PS Z22, Z21, Z13
+	VMOVDQU8.Z  (DX)(BX*1), K1, Z22
+	VPMOVSXBD   X22, Z22
+	VCVTDQ2PS   Z22, Z22
+	VMULPS.BCST 1244(AX)(SI*1), Z22, Z22
+	VFMADD231PS Z22, Z18, Z14
+	VFMADD231PS Z22, Z19, Z15
+	VFMADD231PS Z22, Z20, Z16
+	VFMADD231PS Z22, Z21, Z17
 
 scores_rows4_pass1_fold:
-	VSHUFF32X4 $0xee, Z1, Z0, Z16
+	VSHUFF32X4 $0xee, Z1, Z0, Z18
 	VSHUFF32X4 $0x44, Z1, Z0, Z0
-	VADDPS     Z16, Z0, Z0
-	VSHUFF32X4 $0xee, Z3, Z2, Z1
-	VSHUFF32X4 $0x44, Z3, Z2, Z2
-	VADDPS     Z1, Z2, Z2
+	VADDPS     Z18, Z0, Z0
 	VSHUFF32X4 $0xee, Z5, Z4, Z1
 	VSHUFF32X4 $0x44, Z5, Z4, Z4
 	VADDPS     Z1, Z4, Z4
@@ -70209,32 +69391,33 @@ scores_rows4_pass1_fold:
 	VSHUFF32X4 $0xee, Z15, Z14, Z1
 	VSHUFF32X4 $0x44, Z15, Z14, Z14
 	VADDPS     Z1, Z14, Z14
-	VSHUFF32X4 $0xdd, Z2, Z0, Z1
-	VSHUFF32X4 $0x88, Z2, Z0, Z0
+	VSHUFF32X4 $0xee, Z17, Z16, Z1
+	VSHUFF32X4 $0x44, Z17, Z16, Z16
+	VADDPS     Z1, Z16, Z16
+	VSHUFF32X4 $0xdd, Z4, Z0, Z1
+	VSHUFF32X4 $0x88, Z4, Z0, Z0
 	VADDPS     Z1, Z0, Z0
-	VSHUFF32X4 $0xdd, Z6, Z4, Z1
-	VSHUFF32X4 $0x88, Z6, Z4, Z4
-	VADDPS     Z1, Z4, Z4
-	VSHUFF32X4 $0xdd, Z10, Z8, Z1
-	VSHUFF32X4 $0x88, Z10, Z8, Z8
-	VADDPS     Z1, Z8, Z8
-	VSHUFF32X4 $0xdd, Z14, Z12, Z1
-	VSHUFF32X4 $0x88, Z14, Z12, Z12
-	VADDPS     Z1, Z12, Z12
-	VSHUFPS    $0xee, Z4, Z0, Z1
-	VSHUFPS    $0x44, Z4, Z0, Z0
+	VSHUFF32X4 $0xdd, Z8, Z6, Z1
+	VSHUFF32X4 $0x88, Z8, Z6, Z6
+	VADDPS     Z1, Z6, Z6
+	VSHUFF32X4 $0xdd, Z12, Z10, Z1
+	VSHUFF32X4 $0x88, Z12, Z10, Z10
+	VADDPS     Z1, Z10, Z10
+	VSHUFF32X4 $0xdd, Z16, Z14, Z1
+	VSHUFF32X4 $0x88, Z16, Z14, Z14
+	VADDPS     Z1, Z14, Z14
+	VSHUFPS    $0xee, Z6, Z0, Z1
+	VSHUFPS    $0x44, Z6, Z0, Z0
 	VADDPS     Z1, Z0, Z0
-	VSHUFPS    $0xee, Z12, Z8, Z1
-	VSHUFPS    $0x44, Z12, Z8, Z8
-	VADDPS     Z1, Z8, Z8
-	VSHUFPS    $0xdd, Z8, Z0, Z1
-	VSHUFPS    $0x88, Z8, Z0, Z0
+	VSHUFPS    $0xee, Z14, Z10, Z1
+	VSHUFPS    $0x44, Z14, Z10, Z10
+	VADDPS     Z1, Z10, Z10
+	VSHUFPS    $0xdd, Z10, Z0, Z1
+	VSHUFPS    $0x88, Z10, Z0, Z0
 	VADDPS     Z1, Z0, Z0
-	VMOVUPS    Z0, Z22
+	VMOVUPS    Z0, Z24
 	VMOVUPS    constsAVX512<>+2048(SB), Z0
 	VMOVUPS    constsAVX512<>+2048(SB), Z1
-	VMOVUPS    constsAVX512<>+2048(SB), Z2
-	VMOVUPS    constsAVX512<>+2048(SB), Z3
 	VMOVUPS    constsAVX512<>+2048(SB), Z4
 	VMOVUPS    constsAVX512<>+2048(SB), Z5
 	VMOVUPS    constsAVX512<>+2048(SB), Z6
@@ -70247,6 +69430,8 @@ scores_rows4_pass1_fold:
 	VMOVUPS    constsAVX512<>+2048(SB), Z13
 	VMOVUPS    constsAVX512<>+2048(SB), Z14
 	VMOVUPS    constsAVX512<>+2048(SB), Z15
+	VMOVUPS    constsAVX512<>+2048(SB), Z16
+	VMOVUPS    constsAVX512<>+2048(SB), Z17
 	MOVQ       48(SP), CX
 	MOVQ       (SP), DX
 	IMUL3Q     $0x08, CX, BX
@@ -70260,42 +69445,42 @@ scores_rows4_pass1_fold:
 	JZ         scores_rows4_pass2_last_dims
 
 scores_rows4_pass2_dims:
-	VMOVUPS     (SI), Z16
-	VMOVUPS     (SI)(DI*1), Z17
-	VMOVUPS     (SI)(DI*2), Z18
-	VMOVUPS     (R8)(DI*1), Z19
+	VMOVUPS     (SI), Z18
+	VMOVUPS     (SI)(DI*1), Z19
+	VMOVUPS     (SI)(DI*2), Z20
+	VMOVUPS     (R8)(DI*1), Z21
 	MOVQ        32(SP), R10
 	SUBQ        R9, R10
 	SHRQ        $0x01, R10
 	SHLQ        $0x06, R10
-	VPMOVSXBD   (DX), Z20
-	VCVTDQ2PS   Z20, Z20
-	VMULPS.BCST 1248(AX)(R10*1), Z20, Z20
-	VFMADD231PS Z20, Z16, Z0
-	VFMADD231PS Z20, Z17, Z1
-	VFMADD231PS Z20, Z18, Z2
-	VFMADD231PS Z20, Z19, Z3
-	VPMOVSXBD   (DX)(CX*1), Z20
-	VCVTDQ2PS   Z20, Z20
-	VMULPS.BCST 1252(AX)(R10*1), Z20, Z20
-	VFMADD231PS Z20, Z16, Z4
-	VFMADD231PS Z20, Z17, Z5
-	VFMADD231PS Z20, Z18, Z6
-	VFMADD231PS Z20, Z19, Z7
-	VPMOVSXBD   (DX)(CX*2), Z20
-	VCVTDQ2PS   Z20, Z20
-	VMULPS.BCST 1256(AX)(R10*1), Z20, Z20
-	VFMADD231PS Z20, Z16, Z8
-	VFMADD231PS Z20, Z17, Z9
-	VFMADD231PS Z20, Z18, Z10
-	VFMADD231PS Z20, Z19, Z11
-	VPMOVSXBD   (DX)(BX*1), Z20
-	VCVTDQ2PS   Z20, Z20
-	VMULPS.BCST 1260(AX)(R10*1), Z20, Z20
-	VFMADD231PS Z20, Z16, Z12
-	VFMADD231PS Z20, Z17, Z13
-	VFMADD231PS Z20, Z18, Z14
-	VFMADD231PS Z20, Z19, Z15
+	VPMOVSXBD   (DX), Z22
+	VCVTDQ2PS   Z22, Z22
+	VMULPS.BCST 1248(AX)(R10*1), Z22, Z22
+	VFMADD231PS Z22, Z18, Z0
+	VFMADD231PS Z22, Z19, Z1
+	VFMADD231PS Z22, Z20, Z4
+	VFMADD231PS Z22, Z21, Z5
+	VPMOVSXBD   (DX)(CX*1), Z22
+	VCVTDQ2PS   Z22, Z22
+	VMULPS.BCST 1252(AX)(R10*1), Z22, Z22
+	VFMADD231PS Z22, Z18, Z6
+	VFMADD231PS Z22, Z19, Z7
+	VFMADD231PS Z22, Z20, Z8
+	VFMADD231PS Z22, Z21, Z9
+	VPMOVSXBD   (DX)(CX*2), Z22
+	VCVTDQ2PS   Z22, Z22
+	VMULPS.BCST 1256(AX)(R10*1), Z22, Z22
+	VFMADD231PS Z22, Z18, Z10
+	VFMADD231PS Z22, Z19, Z11
+	VFMADD231PS Z22, Z20, Z12
+	VFMADD231PS Z22, Z21, Z13
+	VPMOVSXBD   (DX)(BX*1), Z22
+	VCVTDQ2PS   Z22, Z22
+	VMULPS.BCST 1260(AX)(R10*1), Z22, Z22
+	VFMADD231PS Z22, Z18, Z14
+	VFMADD231PS Z22, Z19, Z15
+	VFMADD231PS Z22, Z20, Z16
+	VFMADD231PS Z22, Z21, Z17
 	ADDQ        $0x40, SI
 	ADDQ        $0x40, R8
 	ADDQ        $0x10, DX
@@ -70305,54 +69490,51 @@ scores_rows4_pass2_dims:
 scores_rows4_pass2_last_dims:
 	CMPQ        ktail+24(FP), $0x10
 	JEQ         scores_rows4_pass2_fold
-	VMOVUPS.Z   (SI), K1, Z16
-	VMOVUPS.Z   (SI)(DI*1), K1, Z17
-	VMOVUPS.Z   (SI)(DI*2), K1, Z18
-	VMOVUPS.Z   (R8)(DI*1), K1, Z19
+	VMOVUPS.Z   (SI), K1, Z18
+	VMOVUPS.Z   (SI)(DI*1), K1, Z19
+	VMOVUPS.Z   (SI)(DI*2), K1, Z20
+	VMOVUPS.Z   (R8)(DI*1), K1, Z21
 	MOVQ        32(SP), SI
 	SUBQ        R9, SI
 	SHRQ        $0x01, SI
 	SHLQ        $0x06, SI
-	VMOVDQU8.Z  (DX), K1, Z20
-	VPMOVSXBD   X20, Z20
-	VCVTDQ2PS   Z20, Z20
-	VMULPS.BCST 1248(AX)(SI*1), Z20, Z20
-	VFMADD231PS Z20, Z16, Z0
-	VFMADD231PS Z20, Z17, Z1
-	VFMADD231PS Z20, Z18, Z2
-	VFMADD231PS Z20, Z19, Z3
-	VMOVDQU8.Z  (DX)(CX*1), K1, Z20
-	VPMOVSXBD   X20, Z20
-	VCVTDQ2PS   Z20, Z20
-	VMULPS.BCST 1252(AX)(SI*1), Z20, Z20
-	VFMADD231PS Z20, Z16, Z4
-	VFMADD231PS Z20, Z17, Z5
-	VFMADD231PS Z20, Z18, Z6
-	VFMADD231PS Z20, Z19, Z7
-	VMOVDQU8.Z  (DX)(CX*2), K1, Z20
-	VPMOVSXBD   X20, Z20
-	VCVTDQ2PS   Z20, Z20
-	VMULPS.BCST 1256(AX)(SI*1), Z20, Z20
-	VFMADD231PS Z20, Z16, Z8
-	VFMADD231PS Z20, Z17, Z9
-	VFMADD231PS Z20, Z18, Z10
-	VFMADD231PS Z20, Z19, Z11
-	VMOVDQU8.Z  (DX)(BX*1), K1, Z20
-	VPMOVSXBD   X20, Z20
-	VCVTDQ2PS   Z20, Z20
-	VMULPS.BCST 1260(AX)(SI*1), Z20, Z20
-	VFMADD231PS Z20, Z16, Z12
-	VFMADD231PS Z20, Z17, Z13
-	VFMADD231PS Z20, Z18, Z14
-	VFMADD231PS Z20, Z19, Z15
+	VMOVDQU8.Z  (DX), K1, Z22
+	VPMOVSXBD   X22, Z22
+	VCVTDQ2PS   Z22, Z22
+	VMULPS.BCST 1248(AX)(SI*1), Z22, Z22
+	VFMADD231PS Z22, Z18, Z0
+	VFMADD231PS Z22, Z19, Z1
+	VFMADD231PS Z22, Z20, Z4
+	VFMADD231PS Z22, Z21, Z5
+	VMOVDQU8.Z  (DX)(CX*1), K1, Z22
+	VPMOVSXBD   X22, Z22
+	VCVTDQ2PS   Z22, Z22
+	VMULPS.BCST 1252(AX)(SI*1), Z22, Z22
+	VFMADD231PS Z22, Z18, Z6
+	VFMADD231PS Z22, Z19, Z7
+	VFMADD231PS Z22, Z20, Z8
+	VFMADD231PS Z22, Z21, Z9
+	VMOVDQU8.Z  (DX)(CX*2), K1, Z22
+	VPMOVSXBD   X22, Z22
+	VCVTDQ2PS   Z22, Z22
+	VMULPS.BCST 1256(AX)(SI*1), Z22, Z22
+	VFMADD231PS Z22, Z18, Z10
+	VFMADD231PS Z22, Z19, Z11
+	VFMADD231PS Z22, Z20, Z12
+	VFMADD231PS Z22, Z21, Z13
+	VMOVDQU8.Z  (DX)(BX*1), K1, Z22
+	VPMOVSXBD   X22, Z22
+	VCVTDQ2PS   Z22, Z22
+	VMULPS.BCST 1260(AX)(SI*1), Z22, Z22
+	VFMADD231PS Z22, Z18, Z14
+	VFMADD231PS Z22, Z19, Z15
+	VFMADD231PS Z22, Z20, Z16
+	VFMADD231PS Z22, Z21, Z17
 
 scores_rows4_pass2_fold:
-	VSHUFF32X4 $0xee, Z1, Z0, Z16
+	VSHUFF32X4 $0xee, Z1, Z0, Z18
 	VSHUFF32X4 $0x44, Z1, Z0, Z0
-	VADDPS     Z16, Z0, Z0
-	VSHUFF32X4 $0xee, Z3, Z2, Z1
-	VSHUFF32X4 $0x44, Z3, Z2, Z2
-	VADDPS     Z1, Z2, Z2
+	VADDPS     Z18, Z0, Z0
 	VSHUFF32X4 $0xee, Z5, Z4, Z1
 	VSHUFF32X4 $0x44, Z5, Z4, Z4
 	VADDPS     Z1, Z4, Z4
@@ -70371,32 +69553,33 @@ scores_rows4_pass2_fold:
 	VSHUFF32X4 $0xee, Z15, Z14, Z1
 	VSHUFF32X4 $0x44, Z15, Z14, Z14
 	VADDPS     Z1, Z14, Z14
-	VSHUFF32X4 $0xdd, Z2, Z0, Z1
-	VSHUFF32X4 $0x88, Z2, Z0, Z0
+	VSHUFF32X4 $0xee, Z17, Z16, Z1
+	VSHUFF32X4 $0x44, Z17, Z16, Z16
+	VADDPS     Z1, Z16, Z16
+	VSHUFF32X4 $0xdd, Z4, Z0, Z1
+	VSHUFF32X4 $0x88, Z4, Z0, Z0
 	VADDPS     Z1, Z0, Z0
-	VSHUFF32X4 $0xdd, Z6, Z4, Z1
-	VSHUFF32X4 $0x88, Z6, Z4, Z4
-	VADDPS     Z1, Z4, Z4
-	VSHUFF32X4 $0xdd, Z10, Z8, Z1
-	VSHUFF32X4 $0x88, Z10, Z8, Z8
-	VADDPS     Z1, Z8, Z8
-	VSHUFF32X4 $0xdd, Z14, Z12, Z1
-	VSHUFF32X4 $0x88, Z14, Z12, Z12
-	VADDPS     Z1, Z12, Z12
-	VSHUFPS    $0xee, Z4, Z0, Z1
-	VSHUFPS    $0x44, Z4, Z0, Z0
+	VSHUFF32X4 $0xdd, Z8, Z6, Z1
+	VSHUFF32X4 $0x88, Z8, Z6, Z6
+	VADDPS     Z1, Z6, Z6
+	VSHUFF32X4 $0xdd, Z12, Z10, Z1
+	VSHUFF32X4 $0x88, Z12, Z10, Z10
+	VADDPS     Z1, Z10, Z10
+	VSHUFF32X4 $0xdd, Z16, Z14, Z1
+	VSHUFF32X4 $0x88, Z16, Z14, Z14
+	VADDPS     Z1, Z14, Z14
+	VSHUFPS    $0xee, Z6, Z0, Z1
+	VSHUFPS    $0x44, Z6, Z0, Z0
 	VADDPS     Z1, Z0, Z0
-	VSHUFPS    $0xee, Z12, Z8, Z1
-	VSHUFPS    $0x44, Z12, Z8, Z8
-	VADDPS     Z1, Z8, Z8
-	VSHUFPS    $0xdd, Z8, Z0, Z1
-	VSHUFPS    $0x88, Z8, Z0, Z0
+	VSHUFPS    $0xee, Z14, Z10, Z1
+	VSHUFPS    $0x44, Z14, Z10, Z10
+	VADDPS     Z1, Z10, Z10
+	VSHUFPS    $0xdd, Z10, Z0, Z1
+	VSHUFPS    $0x88, Z10, Z0, Z0
 	VADDPS     Z1, Z0, Z0
-	VMOVUPS    Z0, Z23
+	VMOVUPS    Z0, Z25
 	VMOVUPS    constsAVX512<>+2048(SB), Z0
 	VMOVUPS    constsAVX512<>+2048(SB), Z1
-	VMOVUPS    constsAVX512<>+2048(SB), Z2
-	VMOVUPS    constsAVX512<>+2048(SB), Z3
 	VMOVUPS    constsAVX512<>+2048(SB), Z4
 	VMOVUPS    constsAVX512<>+2048(SB), Z5
 	VMOVUPS    constsAVX512<>+2048(SB), Z6
@@ -70409,6 +69592,8 @@ scores_rows4_pass2_fold:
 	VMOVUPS    constsAVX512<>+2048(SB), Z13
 	VMOVUPS    constsAVX512<>+2048(SB), Z14
 	VMOVUPS    constsAVX512<>+2048(SB), Z15
+	VMOVUPS    constsAVX512<>+2048(SB), Z16
+	VMOVUPS    constsAVX512<>+2048(SB), Z17
 	MOVQ       48(SP), CX
 	MOVQ       (SP), DX
 	IMUL3Q     $0x0c, CX, BX
@@ -70422,42 +69607,42 @@ scores_rows4_pass2_fold:
 	JZ         scores_rows4_pass3_last_dims
 
 scores_rows4_pass3_dims:
-	VMOVUPS     (SI), Z16
-	VMOVUPS     (SI)(DI*1), Z17
-	VMOVUPS     (SI)(DI*2), Z18
-	VMOVUPS     (R8)(DI*1), Z19
+	VMOVUPS     (SI), Z18
+	VMOVUPS     (SI)(DI*1), Z19
+	VMOVUPS     (SI)(DI*2), Z20
+	VMOVUPS     (R8)(DI*1), Z21
 	MOVQ        32(SP), R10
 	SUBQ        R9, R10
 	SHRQ        $0x01, R10
 	SHLQ        $0x06, R10
-	VPMOVSXBD   (DX), Z20
-	VCVTDQ2PS   Z20, Z20
-	VMULPS.BCST 1264(AX)(R10*1), Z20, Z20
-	VFMADD231PS Z20, Z16, Z0
-	VFMADD231PS Z20, Z17, Z1
-	VFMADD231PS Z20, Z18, Z2
-	VFMADD231PS Z20, Z19, Z3
-	VPMOVSXBD   (DX)(CX*1), Z20
-	VCVTDQ2PS   Z20, Z20
-	VMULPS.BCST 1268(AX)(R10*1), Z20, Z20
-	VFMADD231PS Z20, Z16, Z4
-	VFMADD231PS Z20, Z17, Z5
-	VFMADD231PS Z20, Z18, Z6
-	VFMADD231PS Z20, Z19, Z7
-	VPMOVSXBD   (DX)(CX*2), Z20
-	VCVTDQ2PS   Z20, Z20
-	VMULPS.BCST 1272(AX)(R10*1), Z20, Z20
-	VFMADD231PS Z20, Z16, Z8
-	VFMADD231PS Z20, Z17, Z9
-	VFMADD231PS Z20, Z18, Z10
-	VFMADD231PS Z20, Z19, Z11
-	VPMOVSXBD   (DX)(BX*1), Z20
-	VCVTDQ2PS   Z20, Z20
-	VMULPS.BCST 1276(AX)(R10*1), Z20, Z20
-	VFMADD231PS Z20, Z16, Z12
-	VFMADD231PS Z20, Z17, Z13
-	VFMADD231PS Z20, Z18, Z14
-	VFMADD231PS Z20, Z19, Z15
+	VPMOVSXBD   (DX), Z22
+	VCVTDQ2PS   Z22, Z22
+	VMULPS.BCST 1264(AX)(R10*1), Z22, Z22
+	VFMADD231PS Z22, Z18, Z0
+	VFMADD231PS Z22, Z19, Z1
+	VFMADD231PS Z22, Z20, Z4
+	VFMADD231PS Z22, Z21, Z5
+	VPMOVSXBD   (DX)(CX*1), Z22
+	VCVTDQ2PS   Z22, Z22
+	VMULPS.BCST 1268(AX)(R10*1), Z22, Z22
+	VFMADD231PS Z22, Z18, Z6
+	VFMADD231PS Z22, Z19, Z7
+	VFMADD231PS Z22, Z20, Z8
+	VFMADD231PS Z22, Z21, Z9
+	VPMOVSXBD   (DX)(CX*2), Z22
+	VCVTDQ2PS   Z22, Z22
+	VMULPS.BCST 1272(AX)(R10*1), Z22, Z22
+	VFMADD231PS Z22, Z18, Z10
+	VFMADD231PS Z22, Z19, Z11
+	VFMADD231PS Z22, Z20, Z12
+	VFMADD231PS Z22, Z21, Z13
+	VPMOVSXBD   (DX)(BX*1), Z22
+	VCVTDQ2PS   Z22, Z22
+	VMULPS.BCST 1276(AX)(R10*1), Z22, Z22
+	VFMADD231PS Z22, Z18, Z14
+	VFMADD231PS Z22, Z19, Z15
+	VFMADD231PS Z22, Z20, Z16
+	VFMADD231PS Z22, Z21, Z17
 	ADDQ        $0x40, SI
 	ADDQ        $0x40, R8
 	ADDQ        $0x10, DX
@@ -70467,54 +69652,51 @@ scores_rows4_pass3_dims:
 scores_rows4_pass3_last_dims:
 	CMPQ        ktail+24(FP), $0x10
 	JEQ         scores_rows4_pass3_fold
-	VMOVUPS.Z   (SI), K1, Z16
-	VMOVUPS.Z   (SI)(DI*1), K1, Z17
-	VMOVUPS.Z   (SI)(DI*2), K1, Z18
-	VMOVUPS.Z   (R8)(DI*1), K1, Z19
+	VMOVUPS.Z   (SI), K1, Z18
+	VMOVUPS.Z   (SI)(DI*1), K1, Z19
+	VMOVUPS.Z   (SI)(DI*2), K1, Z20
+	VMOVUPS.Z   (R8)(DI*1), K1, Z21
 	MOVQ        32(SP), SI
 	SUBQ        R9, SI
 	SHRQ        $0x01, SI
 	SHLQ        $0x06, SI
-	VMOVDQU8.Z  (DX), K1, Z20
-	VPMOVSXBD   X20, Z20
-	VCVTDQ2PS   Z20, Z20
-	VMULPS.BCST 1264(AX)(SI*1), Z20, Z20
-	VFMADD231PS Z20, Z16, Z0
-	VFMADD231PS Z20, Z17, Z1
-	VFMADD231PS Z20, Z18, Z2
-	VFMADD231PS Z20, Z19, Z3
-	VMOVDQU8.Z  (DX)(CX*1), K1, Z20
-	VPMOVSXBD   X20, Z20
-	VCVTDQ2PS   Z20, Z20
-	VMULPS.BCST 1268(AX)(SI*1), Z20, Z20
-	VFMADD231PS Z20, Z16, Z4
-	VFMADD231PS Z20, Z17, Z5
-	VFMADD231PS Z20, Z18, Z6
-	VFMADD231PS Z20, Z19, Z7
-	VMOVDQU8.Z  (DX)(CX*2), K1, Z20
-	VPMOVSXBD   X20, Z20
-	VCVTDQ2PS   Z20, Z20
-	VMULPS.BCST 1272(AX)(SI*1), Z20, Z20
-	VFMADD231PS Z20, Z16, Z8
-	VFMADD231PS Z20, Z17, Z9
-	VFMADD231PS Z20, Z18, Z10
-	VFMADD231PS Z20, Z19, Z11
-	VMOVDQU8.Z  (DX)(BX*1), K1, Z20
-	VPMOVSXBD   X20, Z20
-	VCVTDQ2PS   Z20, Z20
-	VMULPS.BCST 1276(AX)(SI*1), Z20, Z20
-	VFMADD231PS Z20, Z16, Z12
-	VFMADD231PS Z20, Z17, Z13
-	VFMADD231PS Z20, Z18, Z14
-	VFMADD231PS Z20, Z19, Z15
+	VMOVDQU8.Z  (DX), K1, Z22
+	VPMOVSXBD   X22, Z22
+	VCVTDQ2PS   Z22, Z22
+	VMULPS.BCST 1264(AX)(SI*1), Z22, Z22
+	VFMADD231PS Z22, Z18, Z0
+	VFMADD231PS Z22, Z19, Z1
+	VFMADD231PS Z22, Z20, Z4
+	VFMADD231PS Z22, Z21, Z5
+	VMOVDQU8.Z  (DX)(CX*1), K1, Z22
+	VPMOVSXBD   X22, Z22
+	VCVTDQ2PS   Z22, Z22
+	VMULPS.BCST 1268(AX)(SI*1), Z22, Z22
+	VFMADD231PS Z22, Z18, Z6
+	VFMADD231PS Z22, Z19, Z7
+	VFMADD231PS Z22, Z20, Z8
+	VFMADD231PS Z22, Z21, Z9
+	VMOVDQU8.Z  (DX)(CX*2), K1, Z22
+	VPMOVSXBD   X22, Z22
+	VCVTDQ2PS   Z22, Z22
+	VMULPS.BCST 1272(AX)(SI*1), Z22, Z22
+	VFMADD231PS Z22, Z18, Z10
+	VFMADD231PS Z22, Z19, Z11
+	VFMADD231PS Z22, Z20, Z12
+	VFMADD231PS Z22, Z21, Z13
+	VMOVDQU8.Z  (DX)(BX*1), K1, Z22
+	VPMOVSXBD   X22, Z22
+	VCVTDQ2PS   Z22, Z22
+	VMULPS.BCST 1276(AX)(SI*1), Z22, Z22
+	VFMADD231PS Z22, Z18, Z14
+	VFMADD231PS Z22, Z19, Z15
+	VFMADD231PS Z22, Z20, Z16
+	VFMADD231PS Z22, Z21, Z17
 
 scores_rows4_pass3_fold:
-	VSHUFF32X4   $0xee, Z1, Z0, Z16
+	VSHUFF32X4   $0xee, Z1, Z0, Z18
 	VSHUFF32X4   $0x44, Z1, Z0, Z0
-	VADDPS       Z16, Z0, Z0
-	VSHUFF32X4   $0xee, Z3, Z2, Z1
-	VSHUFF32X4   $0x44, Z3, Z2, Z2
-	VADDPS       Z1, Z2, Z2
+	VADDPS       Z18, Z0, Z0
 	VSHUFF32X4   $0xee, Z5, Z4, Z1
 	VSHUFF32X4   $0x44, Z5, Z4, Z4
 	VADDPS       Z1, Z4, Z4
@@ -70533,117 +69715,59 @@ scores_rows4_pass3_fold:
 	VSHUFF32X4   $0xee, Z15, Z14, Z1
 	VSHUFF32X4   $0x44, Z15, Z14, Z14
 	VADDPS       Z1, Z14, Z14
-	VSHUFF32X4   $0xdd, Z2, Z0, Z1
-	VSHUFF32X4   $0x88, Z2, Z0, Z0
+	VSHUFF32X4   $0xee, Z17, Z16, Z1
+	VSHUFF32X4   $0x44, Z17, Z16, Z16
+	VADDPS       Z1, Z16, Z16
+	VSHUFF32X4   $0xdd, Z4, Z0, Z1
+	VSHUFF32X4   $0x88, Z4, Z0, Z0
 	VADDPS       Z1, Z0, Z0
-	VSHUFF32X4   $0xdd, Z6, Z4, Z1
-	VSHUFF32X4   $0x88, Z6, Z4, Z4
-	VADDPS       Z1, Z4, Z4
-	VSHUFF32X4   $0xdd, Z10, Z8, Z1
-	VSHUFF32X4   $0x88, Z10, Z8, Z8
-	VADDPS       Z1, Z8, Z8
-	VSHUFF32X4   $0xdd, Z14, Z12, Z1
-	VSHUFF32X4   $0x88, Z14, Z12, Z12
-	VADDPS       Z1, Z12, Z12
-	VSHUFPS      $0xee, Z4, Z0, Z1
-	VSHUFPS      $0x44, Z4, Z0, Z0
+	VSHUFF32X4   $0xdd, Z8, Z6, Z1
+	VSHUFF32X4   $0x88, Z8, Z6, Z6
+	VADDPS       Z1, Z6, Z6
+	VSHUFF32X4   $0xdd, Z12, Z10, Z1
+	VSHUFF32X4   $0x88, Z12, Z10, Z10
+	VADDPS       Z1, Z10, Z10
+	VSHUFF32X4   $0xdd, Z16, Z14, Z1
+	VSHUFF32X4   $0x88, Z16, Z14, Z14
+	VADDPS       Z1, Z14, Z14
+	VSHUFPS      $0xee, Z6, Z0, Z1
+	VSHUFPS      $0x44, Z6, Z0, Z0
 	VADDPS       Z1, Z0, Z0
-	VSHUFPS      $0xee, Z12, Z8, Z1
-	VSHUFPS      $0x44, Z12, Z8, Z8
-	VADDPS       Z1, Z8, Z8
-	VSHUFPS      $0xdd, Z8, Z0, Z1
-	VSHUFPS      $0x88, Z8, Z0, Z0
+	VSHUFPS      $0xee, Z14, Z10, Z1
+	VSHUFPS      $0x44, Z14, Z10, Z10
+	VADDPS       Z1, Z10, Z10
+	VSHUFPS      $0xdd, Z10, Z0, Z1
+	VSHUFPS      $0x88, Z10, Z0, Z0
 	VADDPS       Z1, Z0, Z0
 	VMOVUPS      Z0, Z0
-	VSHUFF32X4   $0x44, Z22, Z21, Z1
-	VSHUFF32X4   $0xee, Z22, Z21, Z2
-	VSHUFF32X4   $0x44, Z0, Z23, Z3
-	VSHUFF32X4   $0xee, Z0, Z23, Z0
-	VSHUFF32X4   $0x88, Z3, Z1, Z4
-	VSHUFF32X4   $0xdd, Z3, Z1, Z1
-	VSHUFF32X4   $0x88, Z0, Z2, Z3
-	VSHUFF32X4   $0xdd, Z0, Z2, Z0
+	VSHUFF32X4   $0x44, Z24, Z23, Z1
+	VSHUFF32X4   $0xee, Z24, Z23, Z4
+	VSHUFF32X4   $0x44, Z0, Z25, Z5
+	VSHUFF32X4   $0xee, Z0, Z25, Z0
+	VSHUFF32X4   $0x88, Z5, Z1, Z6
+	VSHUFF32X4   $0xdd, Z5, Z1, Z1
+	VSHUFF32X4   $0x88, Z0, Z4, Z5
+	VSHUFF32X4   $0xdd, Z0, Z4, Z0
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
 	JZ           scores_rows4_row0_noalibi
 	MOVQ         88(SP), DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX512<>+2048(SB), Z2
-	VCVTSI2SSQ   BX, X2, X2
+	VMOVUPS      constsAVX512<>+2048(SB), Z4
+	VCVTSI2SSQ   BX, X4, X4
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
-	VADDSS       (BX)(DX*4), X2, X2
-	VBROADCASTSS X2, Z2
-	VADDPS       iotaAVX512<>+0(SB), Z2, Z2
-	VBROADCASTSS (CX)(DX*4), Z5
-	VMULPS       Z5, Z2, Z2
-	VADDPS       Z2, Z4, Z4
+	VADDSS       (BX)(DX*4), X4, X4
+	VBROADCASTSS X4, Z4
+	VADDPS       iotaAVX512<>+0(SB), Z4, Z4
+	VBROADCASTSS (CX)(DX*4), Z7
+	VMULPS       Z7, Z4, Z4
+	VADDPS       Z4, Z6, Z6
 
 scores_rows4_row0_noalibi:
-	VMOVUPS      constsAVX512<>+1344(SB), Z2
-	VBLENDMPS    Z2, Z4, K3, Z4
-	MOVQ         88(SP), CX
-	MOVQ         m+96(FP), DX
-	MOVQ         l+104(FP), BX
-	VMOVUPS      Z4, Z2
-	VSHUFF32X4   $0x4e, Z2, Z2, Z5
-	VMAXPS       Z5, Z2, Z2
-	VSHUFF32X4   $0xb1, Z2, Z2, Z5
-	VMAXPS       Z5, Z2, Z2
-	VPERMILPS    $0x4e, Z2, Z5
-	VMAXPS       Z5, Z2, Z2
-	VPERMILPS    $0xb1, Z2, Z5
-	VMAXPS       Z5, Z2, Z2
-	VBROADCASTSS (DX)(CX*4), Z5
-	VMAXPS       Z2, Z5, Z2
-	VMAXPS       constsAVX512<>+1280(SB), Z2, Z6
-	VSUBPS       Z6, Z4, Z4
-	VCMPPS       $0x15, constsAVX512<>+768(SB), Z4, K4
-	VMULPS       constsAVX512<>+128(SB), Z4, Z4
-	VADDPS       constsAVX512<>+832(SB), Z4, Z7
-	VSUBPS       constsAVX512<>+832(SB), Z7, Z8
-	VSUBPS       Z8, Z4, Z4
-	VMOVUPS      constsAVX512<>+896(SB), Z8
-	VFMADD213PS  constsAVX512<>+960(SB), Z4, Z8
-	VFMADD213PS  constsAVX512<>+1024(SB), Z4, Z8
-	VFMADD213PS  constsAVX512<>+1088(SB), Z4, Z8
-	VFMADD213PS  constsAVX512<>+1152(SB), Z4, Z8
-	VFMADD213PS  constsAVX512<>+1216(SB), Z4, Z8
-	VFMADD213PS  constsAVX512<>+704(SB), Z4, Z8
-	VPSLLD       $0x17, Z7, Z7
-	VPADDD.Z     Z7, Z8, K4, Z8
-	MOVQ         CX, SI
-	SHLQ         $0x06, SI
-	VMOVUPS      Z8, (AX)(SI*1)
-	VSHUFF32X4   $0x4e, Z8, Z8, Z4
-	VADDPS       Z4, Z8, Z8
-	VSHUFF32X4   $0xb1, Z8, Z8, Z4
-	VADDPS       Z4, Z8, Z8
-	VPERMILPS    $0x4e, Z8, Z4
-	VADDPS       Z4, Z8, Z8
-	VPERMILPS    $0xb1, Z8, Z4
-	VADDPS       Z4, Z8, Z8
-	VSUBPS       Z6, Z5, Z5
-	VCMPPS       $0x15, constsAVX512<>+768(SB), Z5, K4
-	VMULPS       constsAVX512<>+128(SB), Z5, Z5
-	VADDPS       constsAVX512<>+832(SB), Z5, Z4
-	VSUBPS       constsAVX512<>+832(SB), Z4, Z6
-	VSUBPS       Z6, Z5, Z5
-	VMOVUPS      constsAVX512<>+896(SB), Z6
-	VFMADD213PS  constsAVX512<>+960(SB), Z5, Z6
-	VFMADD213PS  constsAVX512<>+1024(SB), Z5, Z6
-	VFMADD213PS  constsAVX512<>+1088(SB), Z5, Z6
-	VFMADD213PS  constsAVX512<>+1152(SB), Z5, Z6
-	VFMADD213PS  constsAVX512<>+1216(SB), Z5, Z6
-	VFMADD213PS  constsAVX512<>+704(SB), Z5, Z6
-	VPSLLD       $0x17, Z4, Z4
-	VPADDD.Z     Z4, Z6, K4, Z6
-	VBROADCASTSS (BX)(CX*4), Z4
-	VFMADD213PS  Z8, Z6, Z4
-	VMOVSS       X4, (BX)(CX*4)
-	VMOVSS       X2, (DX)(CX*4)
-	VMOVSS       X6, 1024(AX)(CX*4)
+	VMOVUPS      constsAVX512<>+1344(SB), Z4
+	VBLENDMPS    Z4, Z6, K3, Z6
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
 	JZ           scores_rows4_row1_noalibi
@@ -70651,82 +69775,20 @@ scores_rows4_row0_noalibi:
 	ADDQ         $0x01, DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX512<>+2048(SB), Z2
-	VCVTSI2SSQ   BX, X2, X2
+	VMOVUPS      constsAVX512<>+2048(SB), Z4
+	VCVTSI2SSQ   BX, X4, X4
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
-	VADDSS       (BX)(DX*4), X2, X2
-	VBROADCASTSS X2, Z2
-	VADDPS       iotaAVX512<>+0(SB), Z2, Z2
-	VBROADCASTSS (CX)(DX*4), Z4
-	VMULPS       Z4, Z2, Z2
-	VADDPS       Z2, Z1, Z1
+	VADDSS       (BX)(DX*4), X4, X4
+	VBROADCASTSS X4, Z4
+	VADDPS       iotaAVX512<>+0(SB), Z4, Z4
+	VBROADCASTSS (CX)(DX*4), Z7
+	VMULPS       Z7, Z4, Z4
+	VADDPS       Z4, Z1, Z1
 
 scores_rows4_row1_noalibi:
-	VMOVUPS      constsAVX512<>+1344(SB), Z2
-	VBLENDMPS    Z2, Z1, K3, Z1
-	MOVQ         88(SP), CX
-	ADDQ         $0x01, CX
-	MOVQ         m+96(FP), DX
-	MOVQ         l+104(FP), BX
-	VMOVUPS      Z1, Z2
-	VSHUFF32X4   $0x4e, Z2, Z2, Z4
-	VMAXPS       Z4, Z2, Z2
-	VSHUFF32X4   $0xb1, Z2, Z2, Z4
-	VMAXPS       Z4, Z2, Z2
-	VPERMILPS    $0x4e, Z2, Z4
-	VMAXPS       Z4, Z2, Z2
-	VPERMILPS    $0xb1, Z2, Z4
-	VMAXPS       Z4, Z2, Z2
-	VBROADCASTSS (DX)(CX*4), Z4
-	VMAXPS       Z2, Z4, Z2
-	VMAXPS       constsAVX512<>+1280(SB), Z2, Z5
-	VSUBPS       Z5, Z1, Z1
-	VCMPPS       $0x15, constsAVX512<>+768(SB), Z1, K4
-	VMULPS       constsAVX512<>+128(SB), Z1, Z1
-	VADDPS       constsAVX512<>+832(SB), Z1, Z6
-	VSUBPS       constsAVX512<>+832(SB), Z6, Z7
-	VSUBPS       Z7, Z1, Z1
-	VMOVUPS      constsAVX512<>+896(SB), Z7
-	VFMADD213PS  constsAVX512<>+960(SB), Z1, Z7
-	VFMADD213PS  constsAVX512<>+1024(SB), Z1, Z7
-	VFMADD213PS  constsAVX512<>+1088(SB), Z1, Z7
-	VFMADD213PS  constsAVX512<>+1152(SB), Z1, Z7
-	VFMADD213PS  constsAVX512<>+1216(SB), Z1, Z7
-	VFMADD213PS  constsAVX512<>+704(SB), Z1, Z7
-	VPSLLD       $0x17, Z6, Z6
-	VPADDD.Z     Z6, Z7, K4, Z7
-	MOVQ         CX, SI
-	SHLQ         $0x06, SI
-	VMOVUPS      Z7, (AX)(SI*1)
-	VSHUFF32X4   $0x4e, Z7, Z7, Z1
-	VADDPS       Z1, Z7, Z7
-	VSHUFF32X4   $0xb1, Z7, Z7, Z1
-	VADDPS       Z1, Z7, Z7
-	VPERMILPS    $0x4e, Z7, Z1
-	VADDPS       Z1, Z7, Z7
-	VPERMILPS    $0xb1, Z7, Z1
-	VADDPS       Z1, Z7, Z7
-	VSUBPS       Z5, Z4, Z4
-	VCMPPS       $0x15, constsAVX512<>+768(SB), Z4, K4
-	VMULPS       constsAVX512<>+128(SB), Z4, Z4
-	VADDPS       constsAVX512<>+832(SB), Z4, Z1
-	VSUBPS       constsAVX512<>+832(SB), Z1, Z5
-	VSUBPS       Z5, Z4, Z4
-	VMOVUPS      constsAVX512<>+896(SB), Z5
-	VFMADD213PS  constsAVX512<>+960(SB), Z4, Z5
-	VFMADD213PS  constsAVX512<>+1024(SB), Z4, Z5
-	VFMADD213PS  constsAVX512<>+1088(SB), Z4, Z5
-	VFMADD213PS  constsAVX512<>+1152(SB), Z4, Z5
-	VFMADD213PS  constsAVX512<>+1216(SB), Z4, Z5
-	VFMADD213PS  constsAVX512<>+704(SB), Z4, Z5
-	VPSLLD       $0x17, Z1, Z1
-	VPADDD.Z     Z1, Z5, K4, Z5
-	VBROADCASTSS (BX)(CX*4), Z1
-	VFMADD213PS  Z7, Z5, Z1
-	VMOVSS       X1, (BX)(CX*4)
-	VMOVSS       X2, (DX)(CX*4)
-	VMOVSS       X5, 1024(AX)(CX*4)
+	VMOVUPS      constsAVX512<>+1344(SB), Z4
+	VBLENDMPS    Z4, Z1, K3, Z1
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
 	JZ           scores_rows4_row2_noalibi
@@ -70734,82 +69796,20 @@ scores_rows4_row1_noalibi:
 	ADDQ         $0x02, DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX512<>+2048(SB), Z1
-	VCVTSI2SSQ   BX, X1, X1
+	VMOVUPS      constsAVX512<>+2048(SB), Z4
+	VCVTSI2SSQ   BX, X4, X4
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
-	VADDSS       (BX)(DX*4), X1, X1
-	VBROADCASTSS X1, Z1
-	VADDPS       iotaAVX512<>+0(SB), Z1, Z1
-	VBROADCASTSS (CX)(DX*4), Z2
-	VMULPS       Z2, Z1, Z1
-	VADDPS       Z1, Z3, Z3
+	VADDSS       (BX)(DX*4), X4, X4
+	VBROADCASTSS X4, Z4
+	VADDPS       iotaAVX512<>+0(SB), Z4, Z4
+	VBROADCASTSS (CX)(DX*4), Z7
+	VMULPS       Z7, Z4, Z4
+	VADDPS       Z4, Z5, Z5
 
 scores_rows4_row2_noalibi:
-	VMOVUPS      constsAVX512<>+1344(SB), Z1
-	VBLENDMPS    Z1, Z3, K3, Z3
-	MOVQ         88(SP), CX
-	ADDQ         $0x02, CX
-	MOVQ         m+96(FP), DX
-	MOVQ         l+104(FP), BX
-	VMOVUPS      Z3, Z1
-	VSHUFF32X4   $0x4e, Z1, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VSHUFF32X4   $0xb1, Z1, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VPERMILPS    $0x4e, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VPERMILPS    $0xb1, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VBROADCASTSS (DX)(CX*4), Z2
-	VMAXPS       Z1, Z2, Z1
-	VMAXPS       constsAVX512<>+1280(SB), Z1, Z4
-	VSUBPS       Z4, Z3, Z3
-	VCMPPS       $0x15, constsAVX512<>+768(SB), Z3, K4
-	VMULPS       constsAVX512<>+128(SB), Z3, Z3
-	VADDPS       constsAVX512<>+832(SB), Z3, Z5
-	VSUBPS       constsAVX512<>+832(SB), Z5, Z6
-	VSUBPS       Z6, Z3, Z3
-	VMOVUPS      constsAVX512<>+896(SB), Z6
-	VFMADD213PS  constsAVX512<>+960(SB), Z3, Z6
-	VFMADD213PS  constsAVX512<>+1024(SB), Z3, Z6
-	VFMADD213PS  constsAVX512<>+1088(SB), Z3, Z6
-	VFMADD213PS  constsAVX512<>+1152(SB), Z3, Z6
-	VFMADD213PS  constsAVX512<>+1216(SB), Z3, Z6
-	VFMADD213PS  constsAVX512<>+704(SB), Z3, Z6
-	VPSLLD       $0x17, Z5, Z5
-	VPADDD.Z     Z5, Z6, K4, Z6
-	MOVQ         CX, SI
-	SHLQ         $0x06, SI
-	VMOVUPS      Z6, (AX)(SI*1)
-	VSHUFF32X4   $0x4e, Z6, Z6, Z3
-	VADDPS       Z3, Z6, Z6
-	VSHUFF32X4   $0xb1, Z6, Z6, Z3
-	VADDPS       Z3, Z6, Z6
-	VPERMILPS    $0x4e, Z6, Z3
-	VADDPS       Z3, Z6, Z6
-	VPERMILPS    $0xb1, Z6, Z3
-	VADDPS       Z3, Z6, Z6
-	VSUBPS       Z4, Z2, Z2
-	VCMPPS       $0x15, constsAVX512<>+768(SB), Z2, K4
-	VMULPS       constsAVX512<>+128(SB), Z2, Z2
-	VADDPS       constsAVX512<>+832(SB), Z2, Z3
-	VSUBPS       constsAVX512<>+832(SB), Z3, Z4
-	VSUBPS       Z4, Z2, Z2
-	VMOVUPS      constsAVX512<>+896(SB), Z4
-	VFMADD213PS  constsAVX512<>+960(SB), Z2, Z4
-	VFMADD213PS  constsAVX512<>+1024(SB), Z2, Z4
-	VFMADD213PS  constsAVX512<>+1088(SB), Z2, Z4
-	VFMADD213PS  constsAVX512<>+1152(SB), Z2, Z4
-	VFMADD213PS  constsAVX512<>+1216(SB), Z2, Z4
-	VFMADD213PS  constsAVX512<>+704(SB), Z2, Z4
-	VPSLLD       $0x17, Z3, Z3
-	VPADDD.Z     Z3, Z4, K4, Z4
-	VBROADCASTSS (BX)(CX*4), Z2
-	VFMADD213PS  Z6, Z4, Z2
-	VMOVSS       X2, (BX)(CX*4)
-	VMOVSS       X1, (DX)(CX*4)
-	VMOVSS       X4, 1024(AX)(CX*4)
+	VMOVUPS      constsAVX512<>+1344(SB), Z4
+	VBLENDMPS    Z4, Z5, K3, Z5
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
 	JZ           scores_rows4_row3_noalibi
@@ -70817,82 +69817,148 @@ scores_rows4_row2_noalibi:
 	ADDQ         $0x03, DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX512<>+2048(SB), Z1
-	VCVTSI2SSQ   BX, X1, X1
+	VMOVUPS      constsAVX512<>+2048(SB), Z4
+	VCVTSI2SSQ   BX, X4, X4
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
-	VADDSS       (BX)(DX*4), X1, X1
-	VBROADCASTSS X1, Z1
-	VADDPS       iotaAVX512<>+0(SB), Z1, Z1
-	VBROADCASTSS (CX)(DX*4), Z2
-	VMULPS       Z2, Z1, Z1
-	VADDPS       Z1, Z0, Z0
+	VADDSS       (BX)(DX*4), X4, X4
+	VBROADCASTSS X4, Z4
+	VADDPS       iotaAVX512<>+0(SB), Z4, Z4
+	VBROADCASTSS (CX)(DX*4), Z7
+	VMULPS       Z7, Z4, Z4
+	VADDPS       Z4, Z0, Z0
 
 scores_rows4_row3_noalibi:
-	VMOVUPS      constsAVX512<>+1344(SB), Z1
-	VBLENDMPS    Z1, Z0, K3, Z0
+	VMOVUPS      constsAVX512<>+1344(SB), Z4
+	VBLENDMPS    Z4, Z0, K3, Z0
 	MOVQ         88(SP), CX
-	ADDQ         $0x03, CX
 	MOVQ         m+96(FP), DX
 	MOVQ         l+104(FP), BX
-	VMOVUPS      Z0, Z1
-	VSHUFF32X4   $0x4e, Z1, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VSHUFF32X4   $0xb1, Z1, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VPERMILPS    $0x4e, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VPERMILPS    $0xb1, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VBROADCASTSS (DX)(CX*4), Z2
-	VMAXPS       Z1, Z2, Z1
-	VMAXPS       constsAVX512<>+1280(SB), Z1, Z3
-	VSUBPS       Z3, Z0, Z0
-	VCMPPS       $0x15, constsAVX512<>+768(SB), Z0, K4
+	VMOVUPS      blockFirstsAVX512<>+0(SB), Z4
+	VSHUFF32X4   $0x44, Z1, Z6, Z7
+	VSHUFF32X4   $0xee, Z1, Z6, Z8
+	VMAXPS       Z8, Z7, Z7
+	VSHUFF32X4   $0x44, Z0, Z5, Z8
+	VSHUFF32X4   $0xee, Z0, Z5, Z9
+	VMAXPS       Z9, Z8, Z8
+	VSHUFF32X4   $0x88, Z8, Z7, Z9
+	VSHUFF32X4   $0xdd, Z8, Z7, Z7
+	VMAXPS       Z7, Z9, Z9
+	VPERMILPS    $0x4e, Z9, Z7
+	VMAXPS       Z7, Z9, Z9
+	VPERMILPS    $0xb1, Z9, Z7
+	VMAXPS       Z7, Z9, Z9
+	VPERMPS      Z9, Z4, Z7
+	VMOVUPS      (DX)(CX*4), X3
+	VMAXPS       X7, X3, X7
+	VMAXPS       constsAVX512<>+1280(SB), X7, X2
+	VMOVUPS      X7, (DX)(CX*4)
+	VSUBPS       X2, X3, X3
+	VBROADCASTSS X2, Z7
+	VSUBPS       Z7, Z6, Z6
+	VPERMILPS    $0x55, X2, X7
+	VBROADCASTSS X7, Z7
+	VSUBPS       Z7, Z1, Z1
+	VPERMILPS    $0xaa, X2, X7
+	VBROADCASTSS X7, Z7
+	VSUBPS       Z7, Z5, Z5
+	VPERMILPS    $0xff, X2, X7
+	VBROADCASTSS X7, Z7
+	VSUBPS       Z7, Z0, Z0
+	VCMPPS       $0x15, constsAVX512<>+768(SB), Z6, K4
+	VMULPS       constsAVX512<>+128(SB), Z6, Z6
+	VADDPS       constsAVX512<>+832(SB), Z6, Z7
+	VCMPPS       $0x15, constsAVX512<>+768(SB), Z1, K5
+	VMULPS       constsAVX512<>+128(SB), Z1, Z1
+	VADDPS       constsAVX512<>+832(SB), Z1, Z8
+	VCMPPS       $0x15, constsAVX512<>+768(SB), Z5, K6
+	VMULPS       constsAVX512<>+128(SB), Z5, Z5
+	VADDPS       constsAVX512<>+832(SB), Z5, Z9
+	VCMPPS       $0x15, constsAVX512<>+768(SB), Z0, K7
 	VMULPS       constsAVX512<>+128(SB), Z0, Z0
-	VADDPS       constsAVX512<>+832(SB), Z0, Z4
-	VSUBPS       constsAVX512<>+832(SB), Z4, Z5
-	VSUBPS       Z5, Z0, Z0
-	VMOVUPS      constsAVX512<>+896(SB), Z5
-	VFMADD213PS  constsAVX512<>+960(SB), Z0, Z5
-	VFMADD213PS  constsAVX512<>+1024(SB), Z0, Z5
-	VFMADD213PS  constsAVX512<>+1088(SB), Z0, Z5
-	VFMADD213PS  constsAVX512<>+1152(SB), Z0, Z5
-	VFMADD213PS  constsAVX512<>+1216(SB), Z0, Z5
-	VFMADD213PS  constsAVX512<>+704(SB), Z0, Z5
-	VPSLLD       $0x17, Z4, Z4
-	VPADDD.Z     Z4, Z5, K4, Z5
-	MOVQ         CX, SI
-	SHLQ         $0x06, SI
-	VMOVUPS      Z5, (AX)(SI*1)
-	VSHUFF32X4   $0x4e, Z5, Z5, Z0
-	VADDPS       Z0, Z5, Z5
-	VSHUFF32X4   $0xb1, Z5, Z5, Z0
-	VADDPS       Z0, Z5, Z5
-	VPERMILPS    $0x4e, Z5, Z0
-	VADDPS       Z0, Z5, Z5
-	VPERMILPS    $0xb1, Z5, Z0
-	VADDPS       Z0, Z5, Z5
-	VSUBPS       Z3, Z2, Z2
-	VCMPPS       $0x15, constsAVX512<>+768(SB), Z2, K4
-	VMULPS       constsAVX512<>+128(SB), Z2, Z2
-	VADDPS       constsAVX512<>+832(SB), Z2, Z0
-	VSUBPS       constsAVX512<>+832(SB), Z0, Z3
-	VSUBPS       Z3, Z2, Z2
-	VMOVUPS      constsAVX512<>+896(SB), Z3
-	VFMADD213PS  constsAVX512<>+960(SB), Z2, Z3
-	VFMADD213PS  constsAVX512<>+1024(SB), Z2, Z3
-	VFMADD213PS  constsAVX512<>+1088(SB), Z2, Z3
-	VFMADD213PS  constsAVX512<>+1152(SB), Z2, Z3
-	VFMADD213PS  constsAVX512<>+1216(SB), Z2, Z3
-	VFMADD213PS  constsAVX512<>+704(SB), Z2, Z3
+	VADDPS       constsAVX512<>+832(SB), Z0, Z10
+	VSUBPS       constsAVX512<>+832(SB), Z7, Z11
+	VSUBPS       Z11, Z6, Z6
+	VSUBPS       constsAVX512<>+832(SB), Z8, Z11
+	VSUBPS       Z11, Z1, Z1
+	VSUBPS       constsAVX512<>+832(SB), Z9, Z11
+	VSUBPS       Z11, Z5, Z5
+	VSUBPS       constsAVX512<>+832(SB), Z10, Z11
+	VSUBPS       Z11, Z0, Z0
+	VMOVUPS      constsAVX512<>+896(SB), Z11
+	VMOVUPS      constsAVX512<>+896(SB), Z12
+	VMOVUPS      constsAVX512<>+896(SB), Z13
+	VMOVUPS      constsAVX512<>+896(SB), Z14
+	VFMADD213PS  constsAVX512<>+960(SB), Z6, Z11
+	VFMADD213PS  constsAVX512<>+960(SB), Z1, Z12
+	VFMADD213PS  constsAVX512<>+960(SB), Z5, Z13
+	VFMADD213PS  constsAVX512<>+960(SB), Z0, Z14
+	VFMADD213PS  constsAVX512<>+1024(SB), Z6, Z11
+	VFMADD213PS  constsAVX512<>+1024(SB), Z1, Z12
+	VFMADD213PS  constsAVX512<>+1024(SB), Z5, Z13
+	VFMADD213PS  constsAVX512<>+1024(SB), Z0, Z14
+	VFMADD213PS  constsAVX512<>+1088(SB), Z6, Z11
+	VFMADD213PS  constsAVX512<>+1088(SB), Z1, Z12
+	VFMADD213PS  constsAVX512<>+1088(SB), Z5, Z13
+	VFMADD213PS  constsAVX512<>+1088(SB), Z0, Z14
+	VFMADD213PS  constsAVX512<>+1152(SB), Z6, Z11
+	VFMADD213PS  constsAVX512<>+1152(SB), Z1, Z12
+	VFMADD213PS  constsAVX512<>+1152(SB), Z5, Z13
+	VFMADD213PS  constsAVX512<>+1152(SB), Z0, Z14
+	VFMADD213PS  constsAVX512<>+1216(SB), Z6, Z11
+	VFMADD213PS  constsAVX512<>+1216(SB), Z1, Z12
+	VFMADD213PS  constsAVX512<>+1216(SB), Z5, Z13
+	VFMADD213PS  constsAVX512<>+1216(SB), Z0, Z14
+	VFMADD213PS  constsAVX512<>+704(SB), Z6, Z11
+	VFMADD213PS  constsAVX512<>+704(SB), Z1, Z12
+	VFMADD213PS  constsAVX512<>+704(SB), Z5, Z13
+	VFMADD213PS  constsAVX512<>+704(SB), Z0, Z14
+	VPSLLD       $0x17, Z7, Z7
+	VPADDD.Z     Z7, Z11, K4, Z11
+	VPSLLD       $0x17, Z8, Z8
+	VPADDD.Z     Z8, Z12, K5, Z12
+	VPSLLD       $0x17, Z9, Z9
+	VPADDD.Z     Z9, Z13, K6, Z13
+	VPSLLD       $0x17, Z10, Z10
+	VPADDD.Z     Z10, Z14, K7, Z14
+	MOVQ         CX, DX
+	SHLQ         $0x06, DX
+	VMOVUPS      Z11, (AX)(DX*1)
+	VMOVUPS      Z12, 64(AX)(DX*1)
+	VMOVUPS      Z13, 128(AX)(DX*1)
+	VMOVUPS      Z14, 192(AX)(DX*1)
+	VCMPPS       $0x15, constsAVX512<>+768(SB), Z3, K4
+	VMULPS       constsAVX512<>+128(SB), Z3, Z3
+	VADDPS       constsAVX512<>+832(SB), Z3, Z0
+	VSUBPS       constsAVX512<>+832(SB), Z0, Z1
+	VSUBPS       Z1, Z3, Z3
+	VMOVUPS      constsAVX512<>+896(SB), Z1
+	VFMADD213PS  constsAVX512<>+960(SB), Z3, Z1
+	VFMADD213PS  constsAVX512<>+1024(SB), Z3, Z1
+	VFMADD213PS  constsAVX512<>+1088(SB), Z3, Z1
+	VFMADD213PS  constsAVX512<>+1152(SB), Z3, Z1
+	VFMADD213PS  constsAVX512<>+1216(SB), Z3, Z1
+	VFMADD213PS  constsAVX512<>+704(SB), Z3, Z1
 	VPSLLD       $0x17, Z0, Z0
-	VPADDD.Z     Z0, Z3, K4, Z3
-	VBROADCASTSS (BX)(CX*4), Z0
-	VFMADD213PS  Z5, Z3, Z0
-	VMOVSS       X0, (BX)(CX*4)
-	VMOVSS       X1, (DX)(CX*4)
-	VMOVSS       X3, 1024(AX)(CX*4)
+	VPADDD.Z     Z0, Z1, K4, Z1
+	VSHUFF32X4   $0x44, Z12, Z11, Z0
+	VSHUFF32X4   $0xee, Z12, Z11, Z5
+	VADDPS       Z5, Z0, Z0
+	VSHUFF32X4   $0x44, Z14, Z13, Z5
+	VSHUFF32X4   $0xee, Z14, Z13, Z6
+	VADDPS       Z6, Z5, Z5
+	VSHUFF32X4   $0x88, Z5, Z0, Z6
+	VSHUFF32X4   $0xdd, Z5, Z0, Z0
+	VADDPS       Z0, Z6, Z6
+	VPERMILPS    $0x4e, Z6, Z0
+	VADDPS       Z0, Z6, Z6
+	VPERMILPS    $0xb1, Z6, Z0
+	VADDPS       Z0, Z6, Z6
+	VPERMPS      Z6, Z4, Z0
+	VMOVUPS      (BX)(CX*4), X2
+	VFMADD213PS  X0, X1, X2
+	VMOVUPS      X2, (BX)(CX*4)
+	VMOVUPS      X1, 1024(AX)(CX*4)
 	MOVQ         88(SP), CX
 	MOVQ         96(SP), DX
 	ADDQ         $0x04, CX
@@ -70907,8 +69973,6 @@ scores_rows4_row3_noalibi:
 scores_rows1:
 	VMOVUPS constsAVX512<>+2048(SB), Z0
 	VMOVUPS constsAVX512<>+2048(SB), Z1
-	VMOVUPS constsAVX512<>+2048(SB), Z2
-	VMOVUPS constsAVX512<>+2048(SB), Z3
 	VMOVUPS constsAVX512<>+2048(SB), Z4
 	VMOVUPS constsAVX512<>+2048(SB), Z5
 	VMOVUPS constsAVX512<>+2048(SB), Z6
@@ -70921,6 +69985,8 @@ scores_rows1:
 	VMOVUPS constsAVX512<>+2048(SB), Z13
 	VMOVUPS constsAVX512<>+2048(SB), Z14
 	VMOVUPS constsAVX512<>+2048(SB), Z15
+	VMOVUPS constsAVX512<>+2048(SB), Z16
+	VMOVUPS constsAVX512<>+2048(SB), Z17
 	MOVQ    48(SP), CX
 	MOVQ    (SP), DX
 	MOVQ    96(SP), BX
@@ -70933,16 +69999,16 @@ scores_rows1:
 	JL      scores_rows1_pass0_key0_blocks_done
 
 scores_rows1_pass0_key0_blocks:
-	VPMOVSXBD        (SI), Z16
-	VCVTDQ2PS        Z16, Z16
-	VMULPS           (DI), Z16, Z17
-	VPMOVSXBD        16(SI), Z16
-	VCVTDQ2PS        Z16, Z16
-	VFMADD231PS      64(DI), Z16, Z17
+	VPMOVSXBD        (SI), Z18
+	VCVTDQ2PS        Z18, Z18
+	VMULPS           (DI), Z18, Z19
+	VPMOVSXBD        16(SI), Z18
+	VCVTDQ2PS        Z18, Z18
+	VFMADD231PS      64(DI), Z18, Z19
 	MOVQ             R9, R10
 	SHRQ             $0x01, R10
 	SHLQ             $0x06, R10
-	VFMADD231PS.BCST 1216(AX)(R10*1), Z17, Z0
+	VFMADD231PS.BCST 1216(AX)(R10*1), Z19, Z0
 	ADDQ             $0x02, R9
 	ADDQ             $0x20, SI
 	ADDQ             $0x80, DI
@@ -70955,14 +70021,14 @@ scores_rows1_pass0_key0_blocks_done:
 	JZ    scores_rows1_pass0_key0_last
 
 scores_rows1_pass0_key0:
-	VPMOVSXBD   (SI), Z16
-	VCVTDQ2PS   Z16, Z16
+	VPMOVSXBD   (SI), Z18
+	VCVTDQ2PS   Z18, Z18
 	MOVQ        R9, R10
 	SHRQ        $0x01, R10
 	SHLQ        $0x06, R10
-	VMULPS.BCST 1216(AX)(R10*1), Z16, Z16
+	VMULPS.BCST 1216(AX)(R10*1), Z18, Z18
 	INCQ        R9
-	VFMADD231PS (DI), Z16, Z0
+	VFMADD231PS (DI), Z18, Z0
 	ADDQ        $0x10, SI
 	ADDQ        $0x40, DI
 	DECQ        R8
@@ -70971,15 +70037,15 @@ scores_rows1_pass0_key0:
 scores_rows1_pass0_key0_last:
 	CMPQ        ktail+24(FP), $0x10
 	JEQ         scores_rows1_pass0_key0_done
-	VMOVUPS.Z   (DI), K1, Z17
-	VMOVDQU8.Z  (SI), K1, Z16
-	VPMOVSXBD   X16, Z16
-	VCVTDQ2PS   Z16, Z16
+	VMOVUPS.Z   (DI), K1, Z19
+	VMOVDQU8.Z  (SI), K1, Z18
+	VPMOVSXBD   X18, Z18
+	VCVTDQ2PS   Z18, Z18
 	MOVQ        R9, SI
 	SHRQ        $0x01, SI
 	SHLQ        $0x06, SI
-	VMULPS.BCST 1216(AX)(SI*1), Z16, Z16
-	VFMADD231PS Z17, Z16, Z0
+	VMULPS.BCST 1216(AX)(SI*1), Z18, Z18
+	VFMADD231PS Z19, Z18, Z0
 
 scores_rows1_pass0_key0_done:
 	MOVQ DX, SI
@@ -70991,16 +70057,16 @@ scores_rows1_pass0_key0_done:
 	JL   scores_rows1_pass0_key1_blocks_done
 
 scores_rows1_pass0_key1_blocks:
-	VPMOVSXBD        (SI), Z16
-	VCVTDQ2PS        Z16, Z16
-	VMULPS           (DI), Z16, Z17
-	VPMOVSXBD        16(SI), Z16
-	VCVTDQ2PS        Z16, Z16
-	VFMADD231PS      64(DI), Z16, Z17
+	VPMOVSXBD        (SI), Z18
+	VCVTDQ2PS        Z18, Z18
+	VMULPS           (DI), Z18, Z19
+	VPMOVSXBD        16(SI), Z18
+	VCVTDQ2PS        Z18, Z18
+	VFMADD231PS      64(DI), Z18, Z19
 	MOVQ             R9, R10
 	SHRQ             $0x01, R10
 	SHLQ             $0x06, R10
-	VFMADD231PS.BCST 1220(AX)(R10*1), Z17, Z4
+	VFMADD231PS.BCST 1220(AX)(R10*1), Z19, Z6
 	ADDQ             $0x02, R9
 	ADDQ             $0x20, SI
 	ADDQ             $0x80, DI
@@ -71013,14 +70079,14 @@ scores_rows1_pass0_key1_blocks_done:
 	JZ    scores_rows1_pass0_key1_last
 
 scores_rows1_pass0_key1:
-	VPMOVSXBD   (SI), Z16
-	VCVTDQ2PS   Z16, Z16
+	VPMOVSXBD   (SI), Z18
+	VCVTDQ2PS   Z18, Z18
 	MOVQ        R9, R10
 	SHRQ        $0x01, R10
 	SHLQ        $0x06, R10
-	VMULPS.BCST 1220(AX)(R10*1), Z16, Z16
+	VMULPS.BCST 1220(AX)(R10*1), Z18, Z18
 	INCQ        R9
-	VFMADD231PS (DI), Z16, Z4
+	VFMADD231PS (DI), Z18, Z6
 	ADDQ        $0x10, SI
 	ADDQ        $0x40, DI
 	DECQ        R8
@@ -71029,15 +70095,15 @@ scores_rows1_pass0_key1:
 scores_rows1_pass0_key1_last:
 	CMPQ        ktail+24(FP), $0x10
 	JEQ         scores_rows1_pass0_key1_done
-	VMOVUPS.Z   (DI), K1, Z17
-	VMOVDQU8.Z  (SI), K1, Z16
-	VPMOVSXBD   X16, Z16
-	VCVTDQ2PS   Z16, Z16
+	VMOVUPS.Z   (DI), K1, Z19
+	VMOVDQU8.Z  (SI), K1, Z18
+	VPMOVSXBD   X18, Z18
+	VCVTDQ2PS   Z18, Z18
 	MOVQ        R9, SI
 	SHRQ        $0x01, SI
 	SHLQ        $0x06, SI
-	VMULPS.BCST 1220(AX)(SI*1), Z16, Z16
-	VFMADD231PS Z17, Z16, Z4
+	VMULPS.BCST 1220(AX)(SI*1), Z18, Z18
+	VFMADD231PS Z19, Z18, Z6
 
 scores_rows1_pass0_key1_done:
 	MOVQ DX, SI
@@ -71049,16 +70115,16 @@ scores_rows1_pass0_key1_done:
 	JL   scores_rows1_pass0_key2_blocks_done
 
 scores_rows1_pass0_key2_blocks:
-	VPMOVSXBD        (SI), Z16
-	VCVTDQ2PS        Z16, Z16
-	VMULPS           (DI), Z16, Z17
-	VPMOVSXBD        16(SI), Z16
-	VCVTDQ2PS        Z16, Z16
-	VFMADD231PS      64(DI), Z16, Z17
+	VPMOVSXBD        (SI), Z18
+	VCVTDQ2PS        Z18, Z18
+	VMULPS           (DI), Z18, Z19
+	VPMOVSXBD        16(SI), Z18
+	VCVTDQ2PS        Z18, Z18
+	VFMADD231PS      64(DI), Z18, Z19
 	MOVQ             R9, R10
 	SHRQ             $0x01, R10
 	SHLQ             $0x06, R10
-	VFMADD231PS.BCST 1224(AX)(R10*1), Z17, Z8
+	VFMADD231PS.BCST 1224(AX)(R10*1), Z19, Z10
 	ADDQ             $0x02, R9
 	ADDQ             $0x20, SI
 	ADDQ             $0x80, DI
@@ -71071,14 +70137,14 @@ scores_rows1_pass0_key2_blocks_done:
 	JZ    scores_rows1_pass0_key2_last
 
 scores_rows1_pass0_key2:
-	VPMOVSXBD   (SI), Z16
-	VCVTDQ2PS   Z16, Z16
+	VPMOVSXBD   (SI), Z18
+	VCVTDQ2PS   Z18, Z18
 	MOVQ        R9, R10
 	SHRQ        $0x01, R10
 	SHLQ        $0x06, R10
-	VMULPS.BCST 1224(AX)(R10*1), Z16, Z16
+	VMULPS.BCST 1224(AX)(R10*1), Z18, Z18
 	INCQ        R9
-	VFMADD231PS (DI), Z16, Z8
+	VFMADD231PS (DI), Z18, Z10
 	ADDQ        $0x10, SI
 	ADDQ        $0x40, DI
 	DECQ        R8
@@ -71087,15 +70153,15 @@ scores_rows1_pass0_key2:
 scores_rows1_pass0_key2_last:
 	CMPQ        ktail+24(FP), $0x10
 	JEQ         scores_rows1_pass0_key2_done
-	VMOVUPS.Z   (DI), K1, Z17
-	VMOVDQU8.Z  (SI), K1, Z16
-	VPMOVSXBD   X16, Z16
-	VCVTDQ2PS   Z16, Z16
+	VMOVUPS.Z   (DI), K1, Z19
+	VMOVDQU8.Z  (SI), K1, Z18
+	VPMOVSXBD   X18, Z18
+	VCVTDQ2PS   Z18, Z18
 	MOVQ        R9, SI
 	SHRQ        $0x01, SI
 	SHLQ        $0x06, SI
-	VMULPS.BCST 1224(AX)(SI*1), Z16, Z16
-	VFMADD231PS Z17, Z16, Z8
+	VMULPS.BCST 1224(AX)(SI*1), Z18, Z18
+	VFMADD231PS Z19, Z18, Z10
 
 scores_rows1_pass0_key2_done:
 	MOVQ DX, SI
@@ -71107,16 +70173,16 @@ scores_rows1_pass0_key2_done:
 	JL   scores_rows1_pass0_key3_blocks_done
 
 scores_rows1_pass0_key3_blocks:
-	VPMOVSXBD        (SI), Z16
-	VCVTDQ2PS        Z16, Z16
-	VMULPS           (DI), Z16, Z17
-	VPMOVSXBD        16(SI), Z16
-	VCVTDQ2PS        Z16, Z16
-	VFMADD231PS      64(DI), Z16, Z17
+	VPMOVSXBD        (SI), Z18
+	VCVTDQ2PS        Z18, Z18
+	VMULPS           (DI), Z18, Z19
+	VPMOVSXBD        16(SI), Z18
+	VCVTDQ2PS        Z18, Z18
+	VFMADD231PS      64(DI), Z18, Z19
 	MOVQ             R9, R10
 	SHRQ             $0x01, R10
 	SHLQ             $0x06, R10
-	VFMADD231PS.BCST 1228(AX)(R10*1), Z17, Z12
+	VFMADD231PS.BCST 1228(AX)(R10*1), Z19, Z14
 	ADDQ             $0x02, R9
 	ADDQ             $0x20, SI
 	ADDQ             $0x80, DI
@@ -71129,14 +70195,14 @@ scores_rows1_pass0_key3_blocks_done:
 	JZ    scores_rows1_pass0_key3_last
 
 scores_rows1_pass0_key3:
-	VPMOVSXBD   (SI), Z16
-	VCVTDQ2PS   Z16, Z16
+	VPMOVSXBD   (SI), Z18
+	VCVTDQ2PS   Z18, Z18
 	MOVQ        R9, R10
 	SHRQ        $0x01, R10
 	SHLQ        $0x06, R10
-	VMULPS.BCST 1228(AX)(R10*1), Z16, Z16
+	VMULPS.BCST 1228(AX)(R10*1), Z18, Z18
 	INCQ        R9
-	VFMADD231PS (DI), Z16, Z12
+	VFMADD231PS (DI), Z18, Z14
 	ADDQ        $0x10, SI
 	ADDQ        $0x40, DI
 	DECQ        R8
@@ -71145,15 +70211,15 @@ scores_rows1_pass0_key3:
 scores_rows1_pass0_key3_last:
 	CMPQ        ktail+24(FP), $0x10
 	JEQ         scores_rows1_pass0_key3_done
-	VMOVUPS.Z   (DI), K1, Z17
-	VMOVDQU8.Z  (SI), K1, Z16
-	VPMOVSXBD   X16, Z16
-	VCVTDQ2PS   Z16, Z16
+	VMOVUPS.Z   (DI), K1, Z19
+	VMOVDQU8.Z  (SI), K1, Z18
+	VPMOVSXBD   X18, Z18
+	VCVTDQ2PS   Z18, Z18
 	MOVQ        R9, SI
 	SHRQ        $0x01, SI
 	SHLQ        $0x06, SI
-	VMULPS.BCST 1228(AX)(SI*1), Z16, Z16
-	VFMADD231PS Z17, Z16, Z12
+	VMULPS.BCST 1228(AX)(SI*1), Z18, Z18
+	VFMADD231PS Z19, Z18, Z14
 
 scores_rows1_pass0_key3_done:
 	MOVQ DX, SI
@@ -71165,16 +70231,16 @@ scores_rows1_pass0_key3_done:
 	JL   scores_rows1_pass0_key4_blocks_done
 
 scores_rows1_pass0_key4_blocks:
-	VPMOVSXBD        (SI), Z16
-	VCVTDQ2PS        Z16, Z16
-	VMULPS           (DI), Z16, Z17
-	VPMOVSXBD        16(SI), Z16
-	VCVTDQ2PS        Z16, Z16
-	VFMADD231PS      64(DI), Z16, Z17
+	VPMOVSXBD        (SI), Z18
+	VCVTDQ2PS        Z18, Z18
+	VMULPS           (DI), Z18, Z19
+	VPMOVSXBD        16(SI), Z18
+	VCVTDQ2PS        Z18, Z18
+	VFMADD231PS      64(DI), Z18, Z19
 	MOVQ             R9, R10
 	SHRQ             $0x01, R10
 	SHLQ             $0x06, R10
-	VFMADD231PS.BCST 1232(AX)(R10*1), Z17, Z1
+	VFMADD231PS.BCST 1232(AX)(R10*1), Z19, Z1
 	ADDQ             $0x02, R9
 	ADDQ             $0x20, SI
 	ADDQ             $0x80, DI
@@ -71187,14 +70253,14 @@ scores_rows1_pass0_key4_blocks_done:
 	JZ    scores_rows1_pass0_key4_last
 
 scores_rows1_pass0_key4:
-	VPMOVSXBD   (SI), Z16
-	VCVTDQ2PS   Z16, Z16
+	VPMOVSXBD   (SI), Z18
+	VCVTDQ2PS   Z18, Z18
 	MOVQ        R9, R10
 	SHRQ        $0x01, R10
 	SHLQ        $0x06, R10
-	VMULPS.BCST 1232(AX)(R10*1), Z16, Z16
+	VMULPS.BCST 1232(AX)(R10*1), Z18, Z18
 	INCQ        R9
-	VFMADD231PS (DI), Z16, Z1
+	VFMADD231PS (DI), Z18, Z1
 	ADDQ        $0x10, SI
 	ADDQ        $0x40, DI
 	DECQ        R8
@@ -71203,15 +70269,15 @@ scores_rows1_pass0_key4:
 scores_rows1_pass0_key4_last:
 	CMPQ        ktail+24(FP), $0x10
 	JEQ         scores_rows1_pass0_key4_done
-	VMOVUPS.Z   (DI), K1, Z17
-	VMOVDQU8.Z  (SI), K1, Z16
-	VPMOVSXBD   X16, Z16
-	VCVTDQ2PS   Z16, Z16
+	VMOVUPS.Z   (DI), K1, Z19
+	VMOVDQU8.Z  (SI), K1, Z18
+	VPMOVSXBD   X18, Z18
+	VCVTDQ2PS   Z18, Z18
 	MOVQ        R9, SI
 	SHRQ        $0x01, SI
 	SHLQ        $0x06, SI
-	VMULPS.BCST 1232(AX)(SI*1), Z16, Z16
-	VFMADD231PS Z17, Z16, Z1
+	VMULPS.BCST 1232(AX)(SI*1), Z18, Z18
+	VFMADD231PS Z19, Z18, Z1
 
 scores_rows1_pass0_key4_done:
 	MOVQ DX, SI
@@ -71223,16 +70289,16 @@ scores_rows1_pass0_key4_done:
 	JL   scores_rows1_pass0_key5_blocks_done
 
 scores_rows1_pass0_key5_blocks:
-	VPMOVSXBD        (SI), Z16
-	VCVTDQ2PS        Z16, Z16
-	VMULPS           (DI), Z16, Z17
-	VPMOVSXBD        16(SI), Z16
-	VCVTDQ2PS        Z16, Z16
-	VFMADD231PS      64(DI), Z16, Z17
+	VPMOVSXBD        (SI), Z18
+	VCVTDQ2PS        Z18, Z18
+	VMULPS           (DI), Z18, Z19
+	VPMOVSXBD        16(SI), Z18
+	VCVTDQ2PS        Z18, Z18
+	VFMADD231PS      64(DI), Z18, Z19
 	MOVQ             R9, R10
 	SHRQ             $0x01, R10
 	SHLQ             $0x06, R10
-	VFMADD231PS.BCST 1236(AX)(R10*1), Z17, Z5
+	VFMADD231PS.BCST 1236(AX)(R10*1), Z19, Z7
 	ADDQ             $0x02, R9
 	ADDQ             $0x20, SI
 	ADDQ             $0x80, DI
@@ -71245,14 +70311,14 @@ scores_rows1_pass0_key5_blocks_done:
 	JZ    scores_rows1_pass0_key5_last
 
 scores_rows1_pass0_key5:
-	VPMOVSXBD   (SI), Z16
-	VCVTDQ2PS   Z16, Z16
+	VPMOVSXBD   (SI), Z18
+	VCVTDQ2PS   Z18, Z18
 	MOVQ        R9, R10
 	SHRQ        $0x01, R10
 	SHLQ        $0x06, R10
-	VMULPS.BCST 1236(AX)(R10*1), Z16, Z16
+	VMULPS.BCST 1236(AX)(R10*1), Z18, Z18
 	INCQ        R9
-	VFMADD231PS (DI), Z16, Z5
+	VFMADD231PS (DI), Z18, Z7
 	ADDQ        $0x10, SI
 	ADDQ        $0x40, DI
 	DECQ        R8
@@ -71261,15 +70327,15 @@ scores_rows1_pass0_key5:
 scores_rows1_pass0_key5_last:
 	CMPQ        ktail+24(FP), $0x10
 	JEQ         scores_rows1_pass0_key5_done
-	VMOVUPS.Z   (DI), K1, Z17
-	VMOVDQU8.Z  (SI), K1, Z16
-	VPMOVSXBD   X16, Z16
-	VCVTDQ2PS   Z16, Z16
+	VMOVUPS.Z   (DI), K1, Z19
+	VMOVDQU8.Z  (SI), K1, Z18
+	VPMOVSXBD   X18, Z18
+	VCVTDQ2PS   Z18, Z18
 	MOVQ        R9, SI
 	SHRQ        $0x01, SI
 	SHLQ        $0x06, SI
-	VMULPS.BCST 1236(AX)(SI*1), Z16, Z16
-	VFMADD231PS Z17, Z16, Z5
+	VMULPS.BCST 1236(AX)(SI*1), Z18, Z18
+	VFMADD231PS Z19, Z18, Z7
 
 scores_rows1_pass0_key5_done:
 	MOVQ DX, SI
@@ -71281,16 +70347,16 @@ scores_rows1_pass0_key5_done:
 	JL   scores_rows1_pass0_key6_blocks_done
 
 scores_rows1_pass0_key6_blocks:
-	VPMOVSXBD        (SI), Z16
-	VCVTDQ2PS        Z16, Z16
-	VMULPS           (DI), Z16, Z17
-	VPMOVSXBD        16(SI), Z16
-	VCVTDQ2PS        Z16, Z16
-	VFMADD231PS      64(DI), Z16, Z17
+	VPMOVSXBD        (SI), Z18
+	VCVTDQ2PS        Z18, Z18
+	VMULPS           (DI), Z18, Z19
+	VPMOVSXBD        16(SI), Z18
+	VCVTDQ2PS        Z18, Z18
+	VFMADD231PS      64(DI), Z18, Z19
 	MOVQ             R9, R10
 	SHRQ             $0x01, R10
 	SHLQ             $0x06, R10
-	VFMADD231PS.BCST 1240(AX)(R10*1), Z17, Z9
+	VFMADD231PS.BCST 1240(AX)(R10*1), Z19, Z11
 	ADDQ             $0x02, R9
 	ADDQ             $0x20, SI
 	ADDQ             $0x80, DI
@@ -71303,14 +70369,14 @@ scores_rows1_pass0_key6_blocks_done:
 	JZ    scores_rows1_pass0_key6_last
 
 scores_rows1_pass0_key6:
-	VPMOVSXBD   (SI), Z16
-	VCVTDQ2PS   Z16, Z16
+	VPMOVSXBD   (SI), Z18
+	VCVTDQ2PS   Z18, Z18
 	MOVQ        R9, R10
 	SHRQ        $0x01, R10
 	SHLQ        $0x06, R10
-	VMULPS.BCST 1240(AX)(R10*1), Z16, Z16
+	VMULPS.BCST 1240(AX)(R10*1), Z18, Z18
 	INCQ        R9
-	VFMADD231PS (DI), Z16, Z9
+	VFMADD231PS (DI), Z18, Z11
 	ADDQ        $0x10, SI
 	ADDQ        $0x40, DI
 	DECQ        R8
@@ -71319,15 +70385,15 @@ scores_rows1_pass0_key6:
 scores_rows1_pass0_key6_last:
 	CMPQ        ktail+24(FP), $0x10
 	JEQ         scores_rows1_pass0_key6_done
-	VMOVUPS.Z   (DI), K1, Z17
-	VMOVDQU8.Z  (SI), K1, Z16
-	VPMOVSXBD   X16, Z16
-	VCVTDQ2PS   Z16, Z16
+	VMOVUPS.Z   (DI), K1, Z19
+	VMOVDQU8.Z  (SI), K1, Z18
+	VPMOVSXBD   X18, Z18
+	VCVTDQ2PS   Z18, Z18
 	MOVQ        R9, SI
 	SHRQ        $0x01, SI
 	SHLQ        $0x06, SI
-	VMULPS.BCST 1240(AX)(SI*1), Z16, Z16
-	VFMADD231PS Z17, Z16, Z9
+	VMULPS.BCST 1240(AX)(SI*1), Z18, Z18
+	VFMADD231PS Z19, Z18, Z11
 
 scores_rows1_pass0_key6_done:
 	MOVQ DX, SI
@@ -71339,16 +70405,16 @@ scores_rows1_pass0_key6_done:
 	JL   scores_rows1_pass0_key7_blocks_done
 
 scores_rows1_pass0_key7_blocks:
-	VPMOVSXBD        (SI), Z16
-	VCVTDQ2PS        Z16, Z16
-	VMULPS           (DI), Z16, Z17
-	VPMOVSXBD        16(SI), Z16
-	VCVTDQ2PS        Z16, Z16
-	VFMADD231PS      64(DI), Z16, Z17
+	VPMOVSXBD        (SI), Z18
+	VCVTDQ2PS        Z18, Z18
+	VMULPS           (DI), Z18, Z19
+	VPMOVSXBD        16(SI), Z18
+	VCVTDQ2PS        Z18, Z18
+	VFMADD231PS      64(DI), Z18, Z19
 	MOVQ             R9, R10
 	SHRQ             $0x01, R10
 	SHLQ             $0x06, R10
-	VFMADD231PS.BCST 1244(AX)(R10*1), Z17, Z13
+	VFMADD231PS.BCST 1244(AX)(R10*1), Z19, Z15
 	ADDQ             $0x02, R9
 	ADDQ             $0x20, SI
 	ADDQ             $0x80, DI
@@ -71361,14 +70427,14 @@ scores_rows1_pass0_key7_blocks_done:
 	JZ    scores_rows1_pass0_key7_last
 
 scores_rows1_pass0_key7:
-	VPMOVSXBD   (SI), Z16
-	VCVTDQ2PS   Z16, Z16
+	VPMOVSXBD   (SI), Z18
+	VCVTDQ2PS   Z18, Z18
 	MOVQ        R9, R10
 	SHRQ        $0x01, R10
 	SHLQ        $0x06, R10
-	VMULPS.BCST 1244(AX)(R10*1), Z16, Z16
+	VMULPS.BCST 1244(AX)(R10*1), Z18, Z18
 	INCQ        R9
-	VFMADD231PS (DI), Z16, Z13
+	VFMADD231PS (DI), Z18, Z15
 	ADDQ        $0x10, SI
 	ADDQ        $0x40, DI
 	DECQ        R8
@@ -71377,15 +70443,15 @@ scores_rows1_pass0_key7:
 scores_rows1_pass0_key7_last:
 	CMPQ        ktail+24(FP), $0x10
 	JEQ         scores_rows1_pass0_key7_done
-	VMOVUPS.Z   (DI), K1, Z17
-	VMOVDQU8.Z  (SI), K1, Z16
-	VPMOVSXBD   X16, Z16
-	VCVTDQ2PS   Z16, Z16
+	VMOVUPS.Z   (DI), K1, Z19
+	VMOVDQU8.Z  (SI), K1, Z18
+	VPMOVSXBD   X18, Z18
+	VCVTDQ2PS   Z18, Z18
 	MOVQ        R9, SI
 	SHRQ        $0x01, SI
 	SHLQ        $0x06, SI
-	VMULPS.BCST 1244(AX)(SI*1), Z16, Z16
-	VFMADD231PS Z17, Z16, Z13
+	VMULPS.BCST 1244(AX)(SI*1), Z18, Z18
+	VFMADD231PS Z19, Z18, Z15
 
 scores_rows1_pass0_key7_done:
 	MOVQ DX, SI
@@ -71397,16 +70463,16 @@ scores_rows1_pass0_key7_done:
 	JL   scores_rows1_pass0_key8_blocks_done
 
 scores_rows1_pass0_key8_blocks:
-	VPMOVSXBD        (SI), Z16
-	VCVTDQ2PS        Z16, Z16
-	VMULPS           (DI), Z16, Z17
-	VPMOVSXBD        16(SI), Z16
-	VCVTDQ2PS        Z16, Z16
-	VFMADD231PS      64(DI), Z16, Z17
+	VPMOVSXBD        (SI), Z18
+	VCVTDQ2PS        Z18, Z18
+	VMULPS           (DI), Z18, Z19
+	VPMOVSXBD        16(SI), Z18
+	VCVTDQ2PS        Z18, Z18
+	VFMADD231PS      64(DI), Z18, Z19
 	MOVQ             R9, R10
 	SHRQ             $0x01, R10
 	SHLQ             $0x06, R10
-	VFMADD231PS.BCST 1248(AX)(R10*1), Z17, Z2
+	VFMADD231PS.BCST 1248(AX)(R10*1), Z19, Z4
 	ADDQ             $0x02, R9
 	ADDQ             $0x20, SI
 	ADDQ             $0x80, DI
@@ -71419,14 +70485,14 @@ scores_rows1_pass0_key8_blocks_done:
 	JZ    scores_rows1_pass0_key8_last
 
 scores_rows1_pass0_key8:
-	VPMOVSXBD   (SI), Z16
-	VCVTDQ2PS   Z16, Z16
+	VPMOVSXBD   (SI), Z18
+	VCVTDQ2PS   Z18, Z18
 	MOVQ        R9, R10
 	SHRQ        $0x01, R10
 	SHLQ        $0x06, R10
-	VMULPS.BCST 1248(AX)(R10*1), Z16, Z16
+	VMULPS.BCST 1248(AX)(R10*1), Z18, Z18
 	INCQ        R9
-	VFMADD231PS (DI), Z16, Z2
+	VFMADD231PS (DI), Z18, Z4
 	ADDQ        $0x10, SI
 	ADDQ        $0x40, DI
 	DECQ        R8
@@ -71435,15 +70501,15 @@ scores_rows1_pass0_key8:
 scores_rows1_pass0_key8_last:
 	CMPQ        ktail+24(FP), $0x10
 	JEQ         scores_rows1_pass0_key8_done
-	VMOVUPS.Z   (DI), K1, Z17
-	VMOVDQU8.Z  (SI), K1, Z16
-	VPMOVSXBD   X16, Z16
-	VCVTDQ2PS   Z16, Z16
+	VMOVUPS.Z   (DI), K1, Z19
+	VMOVDQU8.Z  (SI), K1, Z18
+	VPMOVSXBD   X18, Z18
+	VCVTDQ2PS   Z18, Z18
 	MOVQ        R9, SI
 	SHRQ        $0x01, SI
 	SHLQ        $0x06, SI
-	VMULPS.BCST 1248(AX)(SI*1), Z16, Z16
-	VFMADD231PS Z17, Z16, Z2
+	VMULPS.BCST 1248(AX)(SI*1), Z18, Z18
+	VFMADD231PS Z19, Z18, Z4
 
 scores_rows1_pass0_key8_done:
 	MOVQ DX, SI
@@ -71455,16 +70521,16 @@ scores_rows1_pass0_key8_done:
 	JL   scores_rows1_pass0_key9_blocks_done
 
 scores_rows1_pass0_key9_blocks:
-	VPMOVSXBD        (SI), Z16
-	VCVTDQ2PS        Z16, Z16
-	VMULPS           (DI), Z16, Z17
-	VPMOVSXBD        16(SI), Z16
-	VCVTDQ2PS        Z16, Z16
-	VFMADD231PS      64(DI), Z16, Z17
+	VPMOVSXBD        (SI), Z18
+	VCVTDQ2PS        Z18, Z18
+	VMULPS           (DI), Z18, Z19
+	VPMOVSXBD        16(SI), Z18
+	VCVTDQ2PS        Z18, Z18
+	VFMADD231PS      64(DI), Z18, Z19
 	MOVQ             R9, R10
 	SHRQ             $0x01, R10
 	SHLQ             $0x06, R10
-	VFMADD231PS.BCST 1252(AX)(R10*1), Z17, Z6
+	VFMADD231PS.BCST 1252(AX)(R10*1), Z19, Z8
 	ADDQ             $0x02, R9
 	ADDQ             $0x20, SI
 	ADDQ             $0x80, DI
@@ -71477,14 +70543,14 @@ scores_rows1_pass0_key9_blocks_done:
 	JZ    scores_rows1_pass0_key9_last
 
 scores_rows1_pass0_key9:
-	VPMOVSXBD   (SI), Z16
-	VCVTDQ2PS   Z16, Z16
+	VPMOVSXBD   (SI), Z18
+	VCVTDQ2PS   Z18, Z18
 	MOVQ        R9, R10
 	SHRQ        $0x01, R10
 	SHLQ        $0x06, R10
-	VMULPS.BCST 1252(AX)(R10*1), Z16, Z16
+	VMULPS.BCST 1252(AX)(R10*1), Z18, Z18
 	INCQ        R9
-	VFMADD231PS (DI), Z16, Z6
+	VFMADD231PS (DI), Z18, Z8
 	ADDQ        $0x10, SI
 	ADDQ        $0x40, DI
 	DECQ        R8
@@ -71493,15 +70559,15 @@ scores_rows1_pass0_key9:
 scores_rows1_pass0_key9_last:
 	CMPQ        ktail+24(FP), $0x10
 	JEQ         scores_rows1_pass0_key9_done
-	VMOVUPS.Z   (DI), K1, Z17
-	VMOVDQU8.Z  (SI), K1, Z16
-	VPMOVSXBD   X16, Z16
-	VCVTDQ2PS   Z16, Z16
+	VMOVUPS.Z   (DI), K1, Z19
+	VMOVDQU8.Z  (SI), K1, Z18
+	VPMOVSXBD   X18, Z18
+	VCVTDQ2PS   Z18, Z18
 	MOVQ        R9, SI
 	SHRQ        $0x01, SI
 	SHLQ        $0x06, SI
-	VMULPS.BCST 1252(AX)(SI*1), Z16, Z16
-	VFMADD231PS Z17, Z16, Z6
+	VMULPS.BCST 1252(AX)(SI*1), Z18, Z18
+	VFMADD231PS Z19, Z18, Z8
 
 scores_rows1_pass0_key9_done:
 	MOVQ DX, SI
@@ -71513,16 +70579,16 @@ scores_rows1_pass0_key9_done:
 	JL   scores_rows1_pass0_key10_blocks_done
 
 scores_rows1_pass0_key10_blocks:
-	VPMOVSXBD        (SI), Z16
-	VCVTDQ2PS        Z16, Z16
-	VMULPS           (DI), Z16, Z17
-	VPMOVSXBD        16(SI), Z16
-	VCVTDQ2PS        Z16, Z16
-	VFMADD231PS      64(DI), Z16, Z17
+	VPMOVSXBD        (SI), Z18
+	VCVTDQ2PS        Z18, Z18
+	VMULPS           (DI), Z18, Z19
+	VPMOVSXBD        16(SI), Z18
+	VCVTDQ2PS        Z18, Z18
+	VFMADD231PS      64(DI), Z18, Z19
 	MOVQ             R9, R10
 	SHRQ             $0x01, R10
 	SHLQ             $0x06, R10
-	VFMADD231PS.BCST 1256(AX)(R10*1), Z17, Z10
+	VFMADD231PS.BCST 1256(AX)(R10*1), Z19, Z12
 	ADDQ             $0x02, R9
 	ADDQ             $0x20, SI
 	ADDQ             $0x80, DI
@@ -71535,14 +70601,14 @@ scores_rows1_pass0_key10_blocks_done:
 	JZ    scores_rows1_pass0_key10_last
 
 scores_rows1_pass0_key10:
-	VPMOVSXBD   (SI), Z16
-	VCVTDQ2PS   Z16, Z16
+	VPMOVSXBD   (SI), Z18
+	VCVTDQ2PS   Z18, Z18
 	MOVQ        R9, R10
 	SHRQ        $0x01, R10
 	SHLQ        $0x06, R10
-	VMULPS.BCST 1256(AX)(R10*1), Z16, Z16
+	VMULPS.BCST 1256(AX)(R10*1), Z18, Z18
 	INCQ        R9
-	VFMADD231PS (DI), Z16, Z10
+	VFMADD231PS (DI), Z18, Z12
 	ADDQ        $0x10, SI
 	ADDQ        $0x40, DI
 	DECQ        R8
@@ -71551,15 +70617,15 @@ scores_rows1_pass0_key10:
 scores_rows1_pass0_key10_last:
 	CMPQ        ktail+24(FP), $0x10
 	JEQ         scores_rows1_pass0_key10_done
-	VMOVUPS.Z   (DI), K1, Z17
-	VMOVDQU8.Z  (SI), K1, Z16
-	VPMOVSXBD   X16, Z16
-	VCVTDQ2PS   Z16, Z16
+	VMOVUPS.Z   (DI), K1, Z19
+	VMOVDQU8.Z  (SI), K1, Z18
+	VPMOVSXBD   X18, Z18
+	VCVTDQ2PS   Z18, Z18
 	MOVQ        R9, SI
 	SHRQ        $0x01, SI
 	SHLQ        $0x06, SI
-	VMULPS.BCST 1256(AX)(SI*1), Z16, Z16
-	VFMADD231PS Z17, Z16, Z10
+	VMULPS.BCST 1256(AX)(SI*1), Z18, Z18
+	VFMADD231PS Z19, Z18, Z12
 
 scores_rows1_pass0_key10_done:
 	MOVQ DX, SI
@@ -71571,16 +70637,16 @@ scores_rows1_pass0_key10_done:
 	JL   scores_rows1_pass0_key11_blocks_done
 
 scores_rows1_pass0_key11_blocks:
-	VPMOVSXBD        (SI), Z16
-	VCVTDQ2PS        Z16, Z16
-	VMULPS           (DI), Z16, Z17
-	VPMOVSXBD        16(SI), Z16
-	VCVTDQ2PS        Z16, Z16
-	VFMADD231PS      64(DI), Z16, Z17
+	VPMOVSXBD        (SI), Z18
+	VCVTDQ2PS        Z18, Z18
+	VMULPS           (DI), Z18, Z19
+	VPMOVSXBD        16(SI), Z18
+	VCVTDQ2PS        Z18, Z18
+	VFMADD231PS      64(DI), Z18, Z19
 	MOVQ             R9, R10
 	SHRQ             $0x01, R10
 	SHLQ             $0x06, R10
-	VFMADD231PS.BCST 1260(AX)(R10*1), Z17, Z14
+	VFMADD231PS.BCST 1260(AX)(R10*1), Z19, Z16
 	ADDQ             $0x02, R9
 	ADDQ             $0x20, SI
 	ADDQ             $0x80, DI
@@ -71593,14 +70659,14 @@ scores_rows1_pass0_key11_blocks_done:
 	JZ    scores_rows1_pass0_key11_last
 
 scores_rows1_pass0_key11:
-	VPMOVSXBD   (SI), Z16
-	VCVTDQ2PS   Z16, Z16
+	VPMOVSXBD   (SI), Z18
+	VCVTDQ2PS   Z18, Z18
 	MOVQ        R9, R10
 	SHRQ        $0x01, R10
 	SHLQ        $0x06, R10
-	VMULPS.BCST 1260(AX)(R10*1), Z16, Z16
+	VMULPS.BCST 1260(AX)(R10*1), Z18, Z18
 	INCQ        R9
-	VFMADD231PS (DI), Z16, Z14
+	VFMADD231PS (DI), Z18, Z16
 	ADDQ        $0x10, SI
 	ADDQ        $0x40, DI
 	DECQ        R8
@@ -71609,15 +70675,15 @@ scores_rows1_pass0_key11:
 scores_rows1_pass0_key11_last:
 	CMPQ        ktail+24(FP), $0x10
 	JEQ         scores_rows1_pass0_key11_done
-	VMOVUPS.Z   (DI), K1, Z17
-	VMOVDQU8.Z  (SI), K1, Z16
-	VPMOVSXBD   X16, Z16
-	VCVTDQ2PS   Z16, Z16
+	VMOVUPS.Z   (DI), K1, Z19
+	VMOVDQU8.Z  (SI), K1, Z18
+	VPMOVSXBD   X18, Z18
+	VCVTDQ2PS   Z18, Z18
 	MOVQ        R9, SI
 	SHRQ        $0x01, SI
 	SHLQ        $0x06, SI
-	VMULPS.BCST 1260(AX)(SI*1), Z16, Z16
-	VFMADD231PS Z17, Z16, Z14
+	VMULPS.BCST 1260(AX)(SI*1), Z18, Z18
+	VFMADD231PS Z19, Z18, Z16
 
 scores_rows1_pass0_key11_done:
 	MOVQ DX, SI
@@ -71629,16 +70695,16 @@ scores_rows1_pass0_key11_done:
 	JL   scores_rows1_pass0_key12_blocks_done
 
 scores_rows1_pass0_key12_blocks:
-	VPMOVSXBD        (SI), Z16
-	VCVTDQ2PS        Z16, Z16
-	VMULPS           (DI), Z16, Z17
-	VPMOVSXBD        16(SI), Z16
-	VCVTDQ2PS        Z16, Z16
-	VFMADD231PS      64(DI), Z16, Z17
+	VPMOVSXBD        (SI), Z18
+	VCVTDQ2PS        Z18, Z18
+	VMULPS           (DI), Z18, Z19
+	VPMOVSXBD        16(SI), Z18
+	VCVTDQ2PS        Z18, Z18
+	VFMADD231PS      64(DI), Z18, Z19
 	MOVQ             R9, R10
 	SHRQ             $0x01, R10
 	SHLQ             $0x06, R10
-	VFMADD231PS.BCST 1264(AX)(R10*1), Z17, Z3
+	VFMADD231PS.BCST 1264(AX)(R10*1), Z19, Z5
 	ADDQ             $0x02, R9
 	ADDQ             $0x20, SI
 	ADDQ             $0x80, DI
@@ -71651,14 +70717,14 @@ scores_rows1_pass0_key12_blocks_done:
 	JZ    scores_rows1_pass0_key12_last
 
 scores_rows1_pass0_key12:
-	VPMOVSXBD   (SI), Z16
-	VCVTDQ2PS   Z16, Z16
+	VPMOVSXBD   (SI), Z18
+	VCVTDQ2PS   Z18, Z18
 	MOVQ        R9, R10
 	SHRQ        $0x01, R10
 	SHLQ        $0x06, R10
-	VMULPS.BCST 1264(AX)(R10*1), Z16, Z16
+	VMULPS.BCST 1264(AX)(R10*1), Z18, Z18
 	INCQ        R9
-	VFMADD231PS (DI), Z16, Z3
+	VFMADD231PS (DI), Z18, Z5
 	ADDQ        $0x10, SI
 	ADDQ        $0x40, DI
 	DECQ        R8
@@ -71667,15 +70733,15 @@ scores_rows1_pass0_key12:
 scores_rows1_pass0_key12_last:
 	CMPQ        ktail+24(FP), $0x10
 	JEQ         scores_rows1_pass0_key12_done
-	VMOVUPS.Z   (DI), K1, Z17
-	VMOVDQU8.Z  (SI), K1, Z16
-	VPMOVSXBD   X16, Z16
-	VCVTDQ2PS   Z16, Z16
+	VMOVUPS.Z   (DI), K1, Z19
+	VMOVDQU8.Z  (SI), K1, Z18
+	VPMOVSXBD   X18, Z18
+	VCVTDQ2PS   Z18, Z18
 	MOVQ        R9, SI
 	SHRQ        $0x01, SI
 	SHLQ        $0x06, SI
-	VMULPS.BCST 1264(AX)(SI*1), Z16, Z16
-	VFMADD231PS Z17, Z16, Z3
+	VMULPS.BCST 1264(AX)(SI*1), Z18, Z18
+	VFMADD231PS Z19, Z18, Z5
 
 scores_rows1_pass0_key12_done:
 	MOVQ DX, SI
@@ -71687,16 +70753,16 @@ scores_rows1_pass0_key12_done:
 	JL   scores_rows1_pass0_key13_blocks_done
 
 scores_rows1_pass0_key13_blocks:
-	VPMOVSXBD        (SI), Z16
-	VCVTDQ2PS        Z16, Z16
-	VMULPS           (DI), Z16, Z17
-	VPMOVSXBD        16(SI), Z16
-	VCVTDQ2PS        Z16, Z16
-	VFMADD231PS      64(DI), Z16, Z17
+	VPMOVSXBD        (SI), Z18
+	VCVTDQ2PS        Z18, Z18
+	VMULPS           (DI), Z18, Z19
+	VPMOVSXBD        16(SI), Z18
+	VCVTDQ2PS        Z18, Z18
+	VFMADD231PS      64(DI), Z18, Z19
 	MOVQ             R9, R10
 	SHRQ             $0x01, R10
 	SHLQ             $0x06, R10
-	VFMADD231PS.BCST 1268(AX)(R10*1), Z17, Z7
+	VFMADD231PS.BCST 1268(AX)(R10*1), Z19, Z9
 	ADDQ             $0x02, R9
 	ADDQ             $0x20, SI
 	ADDQ             $0x80, DI
@@ -71709,14 +70775,14 @@ scores_rows1_pass0_key13_blocks_done:
 	JZ    scores_rows1_pass0_key13_last
 
 scores_rows1_pass0_key13:
-	VPMOVSXBD   (SI), Z16
-	VCVTDQ2PS   Z16, Z16
+	VPMOVSXBD   (SI), Z18
+	VCVTDQ2PS   Z18, Z18
 	MOVQ        R9, R10
 	SHRQ        $0x01, R10
 	SHLQ        $0x06, R10
-	VMULPS.BCST 1268(AX)(R10*1), Z16, Z16
+	VMULPS.BCST 1268(AX)(R10*1), Z18, Z18
 	INCQ        R9
-	VFMADD231PS (DI), Z16, Z7
+	VFMADD231PS (DI), Z18, Z9
 	ADDQ        $0x10, SI
 	ADDQ        $0x40, DI
 	DECQ        R8
@@ -71725,15 +70791,15 @@ scores_rows1_pass0_key13:
 scores_rows1_pass0_key13_last:
 	CMPQ        ktail+24(FP), $0x10
 	JEQ         scores_rows1_pass0_key13_done
-	VMOVUPS.Z   (DI), K1, Z17
-	VMOVDQU8.Z  (SI), K1, Z16
-	VPMOVSXBD   X16, Z16
-	VCVTDQ2PS   Z16, Z16
+	VMOVUPS.Z   (DI), K1, Z19
+	VMOVDQU8.Z  (SI), K1, Z18
+	VPMOVSXBD   X18, Z18
+	VCVTDQ2PS   Z18, Z18
 	MOVQ        R9, SI
 	SHRQ        $0x01, SI
 	SHLQ        $0x06, SI
-	VMULPS.BCST 1268(AX)(SI*1), Z16, Z16
-	VFMADD231PS Z17, Z16, Z7
+	VMULPS.BCST 1268(AX)(SI*1), Z18, Z18
+	VFMADD231PS Z19, Z18, Z9
 
 scores_rows1_pass0_key13_done:
 	MOVQ DX, SI
@@ -71745,16 +70811,16 @@ scores_rows1_pass0_key13_done:
 	JL   scores_rows1_pass0_key14_blocks_done
 
 scores_rows1_pass0_key14_blocks:
-	VPMOVSXBD        (SI), Z16
-	VCVTDQ2PS        Z16, Z16
-	VMULPS           (CX), Z16, Z17
-	VPMOVSXBD        16(SI), Z16
-	VCVTDQ2PS        Z16, Z16
-	VFMADD231PS      64(CX), Z16, Z17
+	VPMOVSXBD        (SI), Z18
+	VCVTDQ2PS        Z18, Z18
+	VMULPS           (CX), Z18, Z19
+	VPMOVSXBD        16(SI), Z18
+	VCVTDQ2PS        Z18, Z18
+	VFMADD231PS      64(CX), Z18, Z19
 	MOVQ             R8, R9
 	SHRQ             $0x01, R9
 	SHLQ             $0x06, R9
-	VFMADD231PS.BCST 1272(AX)(R9*1), Z17, Z11
+	VFMADD231PS.BCST 1272(AX)(R9*1), Z19, Z13
 	ADDQ             $0x02, R8
 	ADDQ             $0x20, SI
 	ADDQ             $0x80, CX
@@ -71767,14 +70833,14 @@ scores_rows1_pass0_key14_blocks_done:
 	JZ    scores_rows1_pass0_key14_last
 
 scores_rows1_pass0_key14:
-	VPMOVSXBD   (SI), Z16
-	VCVTDQ2PS   Z16, Z16
+	VPMOVSXBD   (SI), Z18
+	VCVTDQ2PS   Z18, Z18
 	MOVQ        R8, R9
 	SHRQ        $0x01, R9
 	SHLQ        $0x06, R9
-	VMULPS.BCST 1272(AX)(R9*1), Z16, Z16
+	VMULPS.BCST 1272(AX)(R9*1), Z18, Z18
 	INCQ        R8
-	VFMADD231PS (CX), Z16, Z11
+	VFMADD231PS (CX), Z18, Z13
 	ADDQ        $0x10, SI
 	ADDQ        $0x40, CX
 	DECQ        DI
@@ -71783,15 +70849,15 @@ scores_rows1_pass0_key14:
 scores_rows1_pass0_key14_last:
 	CMPQ        ktail+24(FP), $0x10
 	JEQ         scores_rows1_pass0_key14_done
-	VMOVUPS.Z   (CX), K1, Z17
-	VMOVDQU8.Z  (SI), K1, Z16
-	VPMOVSXBD   X16, Z16
-	VCVTDQ2PS   Z16, Z16
+	VMOVUPS.Z   (CX), K1, Z19
+	VMOVDQU8.Z  (SI), K1, Z18
+	VPMOVSXBD   X18, Z18
+	VCVTDQ2PS   Z18, Z18
 	MOVQ        R8, CX
 	SHRQ        $0x01, CX
 	SHLQ        $0x06, CX
-	VMULPS.BCST 1272(AX)(CX*1), Z16, Z16
-	VFMADD231PS Z17, Z16, Z11
+	VMULPS.BCST 1272(AX)(CX*1), Z18, Z18
+	VFMADD231PS Z19, Z18, Z13
 
 scores_rows1_pass0_key14_done:
 	MOVQ DX, CX
@@ -71802,16 +70868,16 @@ scores_rows1_pass0_key14_done:
 	JL   scores_rows1_pass0_key15_blocks_done
 
 scores_rows1_pass0_key15_blocks:
-	VPMOVSXBD        (CX), Z16
-	VCVTDQ2PS        Z16, Z16
-	VMULPS           (DX), Z16, Z17
-	VPMOVSXBD        16(CX), Z16
-	VCVTDQ2PS        Z16, Z16
-	VFMADD231PS      64(DX), Z16, Z17
+	VPMOVSXBD        (CX), Z18
+	VCVTDQ2PS        Z18, Z18
+	VMULPS           (DX), Z18, Z19
+	VPMOVSXBD        16(CX), Z18
+	VCVTDQ2PS        Z18, Z18
+	VFMADD231PS      64(DX), Z18, Z19
 	MOVQ             SI, DI
 	SHRQ             $0x01, DI
 	SHLQ             $0x06, DI
-	VFMADD231PS.BCST 1276(AX)(DI*1), Z17, Z15
+	VFMADD231PS.BCST 1276(AX)(DI*1), Z19, Z17
 	ADDQ             $0x02, SI
 	ADDQ             $0x20, CX
 	ADDQ             $0x80, DX
@@ -71824,14 +70890,14 @@ scores_rows1_pass0_key15_blocks_done:
 	JZ    scores_rows1_pass0_key15_last
 
 scores_rows1_pass0_key15:
-	VPMOVSXBD   (CX), Z16
-	VCVTDQ2PS   Z16, Z16
+	VPMOVSXBD   (CX), Z18
+	VCVTDQ2PS   Z18, Z18
 	MOVQ        SI, DI
 	SHRQ        $0x01, DI
 	SHLQ        $0x06, DI
-	VMULPS.BCST 1276(AX)(DI*1), Z16, Z16
+	VMULPS.BCST 1276(AX)(DI*1), Z18, Z18
 	INCQ        SI
-	VFMADD231PS (DX), Z16, Z15
+	VFMADD231PS (DX), Z18, Z17
 	ADDQ        $0x10, CX
 	ADDQ        $0x40, DX
 	DECQ        BX
@@ -71840,23 +70906,20 @@ scores_rows1_pass0_key15:
 scores_rows1_pass0_key15_last:
 	CMPQ        ktail+24(FP), $0x10
 	JEQ         scores_rows1_pass0_key15_done
-	VMOVUPS.Z   (DX), K1, Z17
-	VMOVDQU8.Z  (CX), K1, Z16
-	VPMOVSXBD   X16, Z16
-	VCVTDQ2PS   Z16, Z16
+	VMOVUPS.Z   (DX), K1, Z19
+	VMOVDQU8.Z  (CX), K1, Z18
+	VPMOVSXBD   X18, Z18
+	VCVTDQ2PS   Z18, Z18
 	MOVQ        SI, CX
 	SHRQ        $0x01, CX
 	SHLQ        $0x06, CX
-	VMULPS.BCST 1276(AX)(CX*1), Z16, Z16
-	VFMADD231PS Z17, Z16, Z15
+	VMULPS.BCST 1276(AX)(CX*1), Z18, Z18
+	VFMADD231PS Z19, Z18, Z17
 
 scores_rows1_pass0_key15_done:
-	VSHUFF32X4   $0xee, Z1, Z0, Z16
+	VSHUFF32X4   $0xee, Z1, Z0, Z18
 	VSHUFF32X4   $0x44, Z1, Z0, Z0
-	VADDPS       Z16, Z0, Z0
-	VSHUFF32X4   $0xee, Z3, Z2, Z1
-	VSHUFF32X4   $0x44, Z3, Z2, Z2
-	VADDPS       Z1, Z2, Z2
+	VADDPS       Z18, Z0, Z0
 	VSHUFF32X4   $0xee, Z5, Z4, Z1
 	VSHUFF32X4   $0x44, Z5, Z4, Z4
 	VADDPS       Z1, Z4, Z4
@@ -71875,26 +70938,29 @@ scores_rows1_pass0_key15_done:
 	VSHUFF32X4   $0xee, Z15, Z14, Z1
 	VSHUFF32X4   $0x44, Z15, Z14, Z14
 	VADDPS       Z1, Z14, Z14
-	VSHUFF32X4   $0xdd, Z2, Z0, Z1
-	VSHUFF32X4   $0x88, Z2, Z0, Z0
+	VSHUFF32X4   $0xee, Z17, Z16, Z1
+	VSHUFF32X4   $0x44, Z17, Z16, Z16
+	VADDPS       Z1, Z16, Z16
+	VSHUFF32X4   $0xdd, Z4, Z0, Z1
+	VSHUFF32X4   $0x88, Z4, Z0, Z0
 	VADDPS       Z1, Z0, Z0
-	VSHUFF32X4   $0xdd, Z6, Z4, Z1
-	VSHUFF32X4   $0x88, Z6, Z4, Z4
-	VADDPS       Z1, Z4, Z4
-	VSHUFF32X4   $0xdd, Z10, Z8, Z1
-	VSHUFF32X4   $0x88, Z10, Z8, Z8
-	VADDPS       Z1, Z8, Z8
-	VSHUFF32X4   $0xdd, Z14, Z12, Z1
-	VSHUFF32X4   $0x88, Z14, Z12, Z12
-	VADDPS       Z1, Z12, Z12
-	VSHUFPS      $0xee, Z4, Z0, Z1
-	VSHUFPS      $0x44, Z4, Z0, Z0
+	VSHUFF32X4   $0xdd, Z8, Z6, Z1
+	VSHUFF32X4   $0x88, Z8, Z6, Z6
+	VADDPS       Z1, Z6, Z6
+	VSHUFF32X4   $0xdd, Z12, Z10, Z1
+	VSHUFF32X4   $0x88, Z12, Z10, Z10
+	VADDPS       Z1, Z10, Z10
+	VSHUFF32X4   $0xdd, Z16, Z14, Z1
+	VSHUFF32X4   $0x88, Z16, Z14, Z14
+	VADDPS       Z1, Z14, Z14
+	VSHUFPS      $0xee, Z6, Z0, Z1
+	VSHUFPS      $0x44, Z6, Z0, Z0
 	VADDPS       Z1, Z0, Z0
-	VSHUFPS      $0xee, Z12, Z8, Z1
-	VSHUFPS      $0x44, Z12, Z8, Z8
-	VADDPS       Z1, Z8, Z8
-	VSHUFPS      $0xdd, Z8, Z0, Z1
-	VSHUFPS      $0x88, Z8, Z0, Z0
+	VSHUFPS      $0xee, Z14, Z10, Z1
+	VSHUFPS      $0x44, Z14, Z10, Z10
+	VADDPS       Z1, Z10, Z10
+	VSHUFPS      $0xdd, Z10, Z0, Z1
+	VSHUFPS      $0x88, Z10, Z0, Z0
 	VADDPS       Z1, Z0, Z0
 	VMOVUPS      Z0, Z0
 	MOVQ         alibi+120(FP), CX
@@ -71910,8 +70976,8 @@ scores_rows1_pass0_key15_done:
 	VADDSS       (BX)(DX*4), X1, X1
 	VBROADCASTSS X1, Z1
 	VADDPS       iotaAVX512<>+0(SB), Z1, Z1
-	VBROADCASTSS (CX)(DX*4), Z2
-	VMULPS       Z2, Z1, Z1
+	VBROADCASTSS (CX)(DX*4), Z4
+	VMULPS       Z4, Z1, Z1
 	VADDPS       Z1, Z0, Z0
 
 scores_rows1_row0_noalibi:
@@ -71921,63 +70987,63 @@ scores_rows1_row0_noalibi:
 	MOVQ         m+96(FP), DX
 	MOVQ         l+104(FP), BX
 	VMOVUPS      Z0, Z1
-	VSHUFF32X4   $0x4e, Z1, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VSHUFF32X4   $0xb1, Z1, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VPERMILPS    $0x4e, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VPERMILPS    $0xb1, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VBROADCASTSS (DX)(CX*4), Z2
-	VMAXPS       Z1, Z2, Z1
-	VMAXPS       constsAVX512<>+1280(SB), Z1, Z3
-	VSUBPS       Z3, Z0, Z0
+	VSHUFF32X4   $0x4e, Z1, Z1, Z4
+	VMAXPS       Z4, Z1, Z1
+	VSHUFF32X4   $0xb1, Z1, Z1, Z4
+	VMAXPS       Z4, Z1, Z1
+	VPERMILPS    $0x4e, Z1, Z4
+	VMAXPS       Z4, Z1, Z1
+	VPERMILPS    $0xb1, Z1, Z4
+	VMAXPS       Z4, Z1, Z1
+	VBROADCASTSS (DX)(CX*4), Z4
+	VMAXPS       Z1, Z4, Z1
+	VMAXPS       constsAVX512<>+1280(SB), Z1, Z5
+	VSUBPS       Z5, Z0, Z0
 	VCMPPS       $0x15, constsAVX512<>+768(SB), Z0, K4
 	VMULPS       constsAVX512<>+128(SB), Z0, Z0
-	VADDPS       constsAVX512<>+832(SB), Z0, Z4
-	VSUBPS       constsAVX512<>+832(SB), Z4, Z5
-	VSUBPS       Z5, Z0, Z0
-	VMOVUPS      constsAVX512<>+896(SB), Z5
-	VFMADD213PS  constsAVX512<>+960(SB), Z0, Z5
-	VFMADD213PS  constsAVX512<>+1024(SB), Z0, Z5
-	VFMADD213PS  constsAVX512<>+1088(SB), Z0, Z5
-	VFMADD213PS  constsAVX512<>+1152(SB), Z0, Z5
-	VFMADD213PS  constsAVX512<>+1216(SB), Z0, Z5
-	VFMADD213PS  constsAVX512<>+704(SB), Z0, Z5
-	VPSLLD       $0x17, Z4, Z4
-	VPADDD.Z     Z4, Z5, K4, Z5
+	VADDPS       constsAVX512<>+832(SB), Z0, Z6
+	VSUBPS       constsAVX512<>+832(SB), Z6, Z7
+	VSUBPS       Z7, Z0, Z0
+	VMOVUPS      constsAVX512<>+896(SB), Z7
+	VFMADD213PS  constsAVX512<>+960(SB), Z0, Z7
+	VFMADD213PS  constsAVX512<>+1024(SB), Z0, Z7
+	VFMADD213PS  constsAVX512<>+1088(SB), Z0, Z7
+	VFMADD213PS  constsAVX512<>+1152(SB), Z0, Z7
+	VFMADD213PS  constsAVX512<>+1216(SB), Z0, Z7
+	VFMADD213PS  constsAVX512<>+704(SB), Z0, Z7
+	VPSLLD       $0x17, Z6, Z6
+	VPADDD.Z     Z6, Z7, K4, Z7
 	MOVQ         CX, SI
 	SHLQ         $0x06, SI
-	VMOVUPS      Z5, (AX)(SI*1)
-	VSHUFF32X4   $0x4e, Z5, Z5, Z0
-	VADDPS       Z0, Z5, Z5
-	VSHUFF32X4   $0xb1, Z5, Z5, Z0
-	VADDPS       Z0, Z5, Z5
-	VPERMILPS    $0x4e, Z5, Z0
-	VADDPS       Z0, Z5, Z5
-	VPERMILPS    $0xb1, Z5, Z0
-	VADDPS       Z0, Z5, Z5
-	VSUBPS       Z3, Z2, Z2
-	VCMPPS       $0x15, constsAVX512<>+768(SB), Z2, K4
-	VMULPS       constsAVX512<>+128(SB), Z2, Z2
-	VADDPS       constsAVX512<>+832(SB), Z2, Z0
-	VSUBPS       constsAVX512<>+832(SB), Z0, Z3
-	VSUBPS       Z3, Z2, Z2
-	VMOVUPS      constsAVX512<>+896(SB), Z3
-	VFMADD213PS  constsAVX512<>+960(SB), Z2, Z3
-	VFMADD213PS  constsAVX512<>+1024(SB), Z2, Z3
-	VFMADD213PS  constsAVX512<>+1088(SB), Z2, Z3
-	VFMADD213PS  constsAVX512<>+1152(SB), Z2, Z3
-	VFMADD213PS  constsAVX512<>+1216(SB), Z2, Z3
-	VFMADD213PS  constsAVX512<>+704(SB), Z2, Z3
+	VMOVUPS      Z7, (AX)(SI*1)
+	VSHUFF32X4   $0x4e, Z7, Z7, Z0
+	VADDPS       Z0, Z7, Z7
+	VSHUFF32X4   $0xb1, Z7, Z7, Z0
+	VADDPS       Z0, Z7, Z7
+	VPERMILPS    $0x4e, Z7, Z0
+	VADDPS       Z0, Z7, Z7
+	VPERMILPS    $0xb1, Z7, Z0
+	VADDPS       Z0, Z7, Z7
+	VSUBPS       Z5, Z4, Z4
+	VCMPPS       $0x15, constsAVX512<>+768(SB), Z4, K4
+	VMULPS       constsAVX512<>+128(SB), Z4, Z4
+	VADDPS       constsAVX512<>+832(SB), Z4, Z0
+	VSUBPS       constsAVX512<>+832(SB), Z0, Z5
+	VSUBPS       Z5, Z4, Z4
+	VMOVUPS      constsAVX512<>+896(SB), Z5
+	VFMADD213PS  constsAVX512<>+960(SB), Z4, Z5
+	VFMADD213PS  constsAVX512<>+1024(SB), Z4, Z5
+	VFMADD213PS  constsAVX512<>+1088(SB), Z4, Z5
+	VFMADD213PS  constsAVX512<>+1152(SB), Z4, Z5
+	VFMADD213PS  constsAVX512<>+1216(SB), Z4, Z5
+	VFMADD213PS  constsAVX512<>+704(SB), Z4, Z5
 	VPSLLD       $0x17, Z0, Z0
-	VPADDD.Z     Z0, Z3, K4, Z3
+	VPADDD.Z     Z0, Z5, K4, Z5
 	VBROADCASTSS (BX)(CX*4), Z0
-	VFMADD213PS  Z5, Z3, Z0
+	VFMADD213PS  Z7, Z5, Z0
 	VMOVSS       X0, (BX)(CX*4)
 	VMOVSS       X1, (DX)(CX*4)
-	VMOVSS       X3, 1024(AX)(CX*4)
+	VMOVSS       X5, 1024(AX)(CX*4)
 	MOVQ         88(SP), CX
 	MOVQ         96(SP), DX
 	ADDQ         $0x01, CX
@@ -72241,39 +71307,39 @@ rows4_vecs4_whole:
 	VBROADCASTSS 1024(AX)(SI*4), Z0
 	VMOVUPS      (CX), Z1
 	VMULPS       Z0, Z1, Z1
-	VMOVUPS      64(CX), Z2
-	VMULPS       Z0, Z2, Z2
-	VMOVUPS      128(CX), Z3
-	VMULPS       Z0, Z3, Z3
-	VMOVUPS      192(CX), Z4
+	VMOVUPS      64(CX), Z4
 	VMULPS       Z0, Z4, Z4
-	VBROADCASTSS 1028(AX)(SI*4), Z0
-	VMOVUPS      (CX)(DX*1), Z5
+	VMOVUPS      128(CX), Z5
 	VMULPS       Z0, Z5, Z5
-	VMOVUPS      64(CX)(DX*1), Z6
+	VMOVUPS      192(CX), Z6
 	VMULPS       Z0, Z6, Z6
-	VMOVUPS      128(CX)(DX*1), Z7
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z7
 	VMULPS       Z0, Z7, Z7
-	VMOVUPS      192(CX)(DX*1), Z8
+	VMOVUPS      64(CX)(DX*1), Z8
 	VMULPS       Z0, Z8, Z8
-	VBROADCASTSS 1032(AX)(SI*4), Z0
-	VMOVUPS      (CX)(DX*2), Z9
+	VMOVUPS      128(CX)(DX*1), Z9
 	VMULPS       Z0, Z9, Z9
-	VMOVUPS      64(CX)(DX*2), Z10
+	VMOVUPS      192(CX)(DX*1), Z10
 	VMULPS       Z0, Z10, Z10
-	VMOVUPS      128(CX)(DX*2), Z11
+	VBROADCASTSS 1032(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*2), Z11
 	VMULPS       Z0, Z11, Z11
-	VMOVUPS      192(CX)(DX*2), Z12
+	VMOVUPS      64(CX)(DX*2), Z12
 	VMULPS       Z0, Z12, Z12
-	VBROADCASTSS 1036(AX)(SI*4), Z0
-	VMOVUPS      (DI)(DX*1), Z13
+	VMOVUPS      128(CX)(DX*2), Z13
 	VMULPS       Z0, Z13, Z13
-	VMOVUPS      64(DI)(DX*1), Z14
+	VMOVUPS      192(CX)(DX*2), Z14
 	VMULPS       Z0, Z14, Z14
-	VMOVUPS      128(DI)(DX*1), Z15
+	VBROADCASTSS 1036(AX)(SI*4), Z0
+	VMOVUPS      (DI)(DX*1), Z15
 	VMULPS       Z0, Z15, Z15
-	VMOVUPS      192(DI)(DX*1), Z16
+	VMOVUPS      64(DI)(DX*1), Z16
 	VMULPS       Z0, Z16, Z16
+	VMOVUPS      128(DI)(DX*1), Z17
+	VMULPS       Z0, Z17, Z17
+	VMOVUPS      192(DI)(DX*1), Z18
+	VMULPS       Z0, Z18, Z18
 	MOVQ         56(SP), R9
 	MOVQ         24(SP), R10
 	MOVQ         8(SP), R8
@@ -72309,48 +71375,48 @@ rows4_vecs4_whole_keys_fetched:
 	VPMOVSXBD        (R8), Z0
 	VCVTDQ2PS        Z0, Z0
 	VFMADD231PS.BCST (BX), Z0, Z1
-	VFMADD231PS.BCST 64(BX), Z0, Z5
-	VFMADD231PS.BCST 128(BX), Z0, Z9
-	VFMADD231PS.BCST 192(BX), Z0, Z13
+	VFMADD231PS.BCST 64(BX), Z0, Z7
+	VFMADD231PS.BCST 128(BX), Z0, Z11
+	VFMADD231PS.BCST 192(BX), Z0, Z15
 	VPMOVSXBD        16(R8), Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST (BX), Z0, Z2
-	VFMADD231PS.BCST 64(BX), Z0, Z6
-	VFMADD231PS.BCST 128(BX), Z0, Z10
-	VFMADD231PS.BCST 192(BX), Z0, Z14
+	VFMADD231PS.BCST (BX), Z0, Z4
+	VFMADD231PS.BCST 64(BX), Z0, Z8
+	VFMADD231PS.BCST 128(BX), Z0, Z12
+	VFMADD231PS.BCST 192(BX), Z0, Z16
 	VPMOVSXBD        32(R8), Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST 1024(BX), Z0, Z3
-	VFMADD231PS.BCST 1088(BX), Z0, Z7
-	VFMADD231PS.BCST 1152(BX), Z0, Z11
-	VFMADD231PS.BCST 1216(BX), Z0, Z15
+	VFMADD231PS.BCST 1024(BX), Z0, Z5
+	VFMADD231PS.BCST 1088(BX), Z0, Z9
+	VFMADD231PS.BCST 1152(BX), Z0, Z13
+	VFMADD231PS.BCST 1216(BX), Z0, Z17
 	VPMOVSXBD        48(R8), Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST 1024(BX), Z0, Z4
-	VFMADD231PS.BCST 1088(BX), Z0, Z8
-	VFMADD231PS.BCST 1152(BX), Z0, Z12
-	VFMADD231PS.BCST 1216(BX), Z0, Z16
+	VFMADD231PS.BCST 1024(BX), Z0, Z6
+	VFMADD231PS.BCST 1088(BX), Z0, Z10
+	VFMADD231PS.BCST 1152(BX), Z0, Z14
+	VFMADD231PS.BCST 1216(BX), Z0, Z18
 	ADDQ             R9, R8
 	ADDQ             R9, SI
 	ADDQ             $0x04, BX
 	DECQ             R10
 	JNZ              rows4_vecs4_whole_keys
 	VMOVUPS          Z1, (CX)
-	VMOVUPS          Z2, 64(CX)
-	VMOVUPS          Z3, 128(CX)
-	VMOVUPS          Z4, 192(CX)
-	VMOVUPS          Z5, (CX)(DX*1)
-	VMOVUPS          Z6, 64(CX)(DX*1)
-	VMOVUPS          Z7, 128(CX)(DX*1)
-	VMOVUPS          Z8, 192(CX)(DX*1)
-	VMOVUPS          Z9, (CX)(DX*2)
-	VMOVUPS          Z10, 64(CX)(DX*2)
-	VMOVUPS          Z11, 128(CX)(DX*2)
-	VMOVUPS          Z12, 192(CX)(DX*2)
-	VMOVUPS          Z13, (DI)(DX*1)
-	VMOVUPS          Z14, 64(DI)(DX*1)
-	VMOVUPS          Z15, 128(DI)(DX*1)
-	VMOVUPS          Z16, 192(DI)(DX*1)
+	VMOVUPS          Z4, 64(CX)
+	VMOVUPS          Z5, 128(CX)
+	VMOVUPS          Z6, 192(CX)
+	VMOVUPS          Z7, (CX)(DX*1)
+	VMOVUPS          Z8, 64(CX)(DX*1)
+	VMOVUPS          Z9, 128(CX)(DX*1)
+	VMOVUPS          Z10, 192(CX)(DX*1)
+	VMOVUPS          Z11, (CX)(DX*2)
+	VMOVUPS          Z12, 64(CX)(DX*2)
+	VMOVUPS          Z13, 128(CX)(DX*2)
+	VMOVUPS          Z14, 192(CX)(DX*2)
+	VMOVUPS          Z15, (DI)(DX*1)
+	VMOVUPS          Z16, 64(DI)(DX*1)
+	VMOVUPS          Z17, 128(DI)(DX*1)
+	VMOVUPS          Z18, 192(DI)(DX*1)
 	ADDQ             $0x04, 120(SP)
 	JMP              panelnext
 
@@ -72368,39 +71434,39 @@ rows4_vecs4_masked:
 	VBROADCASTSS 1024(AX)(SI*4), Z0
 	VMOVUPS      (CX), Z1
 	VMULPS       Z0, Z1, Z1
-	VMOVUPS      64(CX), Z2
-	VMULPS       Z0, Z2, Z2
-	VMOVUPS      128(CX), Z3
-	VMULPS       Z0, Z3, Z3
-	VMOVUPS.Z    192(CX), K2, Z4
+	VMOVUPS      64(CX), Z4
 	VMULPS       Z0, Z4, Z4
-	VBROADCASTSS 1028(AX)(SI*4), Z0
-	VMOVUPS      (CX)(DX*1), Z5
+	VMOVUPS      128(CX), Z5
 	VMULPS       Z0, Z5, Z5
-	VMOVUPS      64(CX)(DX*1), Z6
+	VMOVUPS.Z    192(CX), K2, Z6
 	VMULPS       Z0, Z6, Z6
-	VMOVUPS      128(CX)(DX*1), Z7
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z7
 	VMULPS       Z0, Z7, Z7
-	VMOVUPS.Z    192(CX)(DX*1), K2, Z8
+	VMOVUPS      64(CX)(DX*1), Z8
 	VMULPS       Z0, Z8, Z8
-	VBROADCASTSS 1032(AX)(SI*4), Z0
-	VMOVUPS      (CX)(DX*2), Z9
+	VMOVUPS      128(CX)(DX*1), Z9
 	VMULPS       Z0, Z9, Z9
-	VMOVUPS      64(CX)(DX*2), Z10
+	VMOVUPS.Z    192(CX)(DX*1), K2, Z10
 	VMULPS       Z0, Z10, Z10
-	VMOVUPS      128(CX)(DX*2), Z11
+	VBROADCASTSS 1032(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*2), Z11
 	VMULPS       Z0, Z11, Z11
-	VMOVUPS.Z    192(CX)(DX*2), K2, Z12
+	VMOVUPS      64(CX)(DX*2), Z12
 	VMULPS       Z0, Z12, Z12
-	VBROADCASTSS 1036(AX)(SI*4), Z0
-	VMOVUPS      (DI)(DX*1), Z13
+	VMOVUPS      128(CX)(DX*2), Z13
 	VMULPS       Z0, Z13, Z13
-	VMOVUPS      64(DI)(DX*1), Z14
+	VMOVUPS.Z    192(CX)(DX*2), K2, Z14
 	VMULPS       Z0, Z14, Z14
-	VMOVUPS      128(DI)(DX*1), Z15
+	VBROADCASTSS 1036(AX)(SI*4), Z0
+	VMOVUPS      (DI)(DX*1), Z15
 	VMULPS       Z0, Z15, Z15
-	VMOVUPS.Z    192(DI)(DX*1), K2, Z16
+	VMOVUPS      64(DI)(DX*1), Z16
 	VMULPS       Z0, Z16, Z16
+	VMOVUPS      128(DI)(DX*1), Z17
+	VMULPS       Z0, Z17, Z17
+	VMOVUPS.Z    192(DI)(DX*1), K2, Z18
+	VMULPS       Z0, Z18, Z18
 	MOVQ         56(SP), R9
 	MOVQ         24(SP), R10
 	MOVQ         8(SP), R8
@@ -72436,49 +71502,49 @@ rows4_vecs4_masked_keys_fetched:
 	VPMOVSXBD        (R8), Z0
 	VCVTDQ2PS        Z0, Z0
 	VFMADD231PS.BCST (BX), Z0, Z1
-	VFMADD231PS.BCST 64(BX), Z0, Z5
-	VFMADD231PS.BCST 128(BX), Z0, Z9
-	VFMADD231PS.BCST 192(BX), Z0, Z13
+	VFMADD231PS.BCST 64(BX), Z0, Z7
+	VFMADD231PS.BCST 128(BX), Z0, Z11
+	VFMADD231PS.BCST 192(BX), Z0, Z15
 	VPMOVSXBD        16(R8), Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST (BX), Z0, Z2
-	VFMADD231PS.BCST 64(BX), Z0, Z6
-	VFMADD231PS.BCST 128(BX), Z0, Z10
-	VFMADD231PS.BCST 192(BX), Z0, Z14
+	VFMADD231PS.BCST (BX), Z0, Z4
+	VFMADD231PS.BCST 64(BX), Z0, Z8
+	VFMADD231PS.BCST 128(BX), Z0, Z12
+	VFMADD231PS.BCST 192(BX), Z0, Z16
 	VPMOVSXBD        32(R8), Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST 1024(BX), Z0, Z3
-	VFMADD231PS.BCST 1088(BX), Z0, Z7
-	VFMADD231PS.BCST 1152(BX), Z0, Z11
-	VFMADD231PS.BCST 1216(BX), Z0, Z15
+	VFMADD231PS.BCST 1024(BX), Z0, Z5
+	VFMADD231PS.BCST 1088(BX), Z0, Z9
+	VFMADD231PS.BCST 1152(BX), Z0, Z13
+	VFMADD231PS.BCST 1216(BX), Z0, Z17
 	VMOVDQU8.Z       48(R8), K2, Z0
 	VPMOVSXBD        X0, Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST 1024(BX), Z0, Z4
-	VFMADD231PS.BCST 1088(BX), Z0, Z8
-	VFMADD231PS.BCST 1152(BX), Z0, Z12
-	VFMADD231PS.BCST 1216(BX), Z0, Z16
+	VFMADD231PS.BCST 1024(BX), Z0, Z6
+	VFMADD231PS.BCST 1088(BX), Z0, Z10
+	VFMADD231PS.BCST 1152(BX), Z0, Z14
+	VFMADD231PS.BCST 1216(BX), Z0, Z18
 	ADDQ             R9, R8
 	ADDQ             R9, SI
 	ADDQ             $0x04, BX
 	DECQ             R10
 	JNZ              rows4_vecs4_masked_keys
 	VMOVUPS          Z1, (CX)
-	VMOVUPS          Z2, 64(CX)
-	VMOVUPS          Z3, 128(CX)
-	VMOVUPS          Z4, K2, 192(CX)
-	VMOVUPS          Z5, (CX)(DX*1)
-	VMOVUPS          Z6, 64(CX)(DX*1)
-	VMOVUPS          Z7, 128(CX)(DX*1)
-	VMOVUPS          Z8, K2, 192(CX)(DX*1)
-	VMOVUPS          Z9, (CX)(DX*2)
-	VMOVUPS          Z10, 64(CX)(DX*2)
-	VMOVUPS          Z11, 128(CX)(DX*2)
-	VMOVUPS          Z12, K2, 192(CX)(DX*2)
-	VMOVUPS          Z13, (DI)(DX*1)
-	VMOVUPS          Z14, 64(DI)(DX*1)
-	VMOVUPS          Z15, 128(DI)(DX*1)
-	VMOVUPS          Z16, K2, 192(DI)(DX*1)
+	VMOVUPS          Z4, 64(CX)
+	VMOVUPS          Z5, 128(CX)
+	VMOVUPS          Z6, K2, 192(CX)
+	VMOVUPS          Z7, (CX)(DX*1)
+	VMOVUPS          Z8, 64(CX)(DX*1)
+	VMOVUPS          Z9, 128(CX)(DX*1)
+	VMOVUPS          Z10, K2, 192(CX)(DX*1)
+	VMOVUPS          Z11, (CX)(DX*2)
+	VMOVUPS          Z12, 64(CX)(DX*2)
+	VMOVUPS          Z13, 128(CX)(DX*2)
+	VMOVUPS          Z14, K2, 192(CX)(DX*2)
+	VMOVUPS          Z15, (DI)(DX*1)
+	VMOVUPS          Z16, 64(DI)(DX*1)
+	VMOVUPS          Z17, 128(DI)(DX*1)
+	VMOVUPS          Z18, K2, 192(DI)(DX*1)
 	ADDQ             $0x04, 120(SP)
 	JMP              panelnext
 
@@ -72496,31 +71562,31 @@ rows4_vecs3_whole:
 	VBROADCASTSS 1024(AX)(SI*4), Z0
 	VMOVUPS      (CX), Z1
 	VMULPS       Z0, Z1, Z1
-	VMOVUPS      64(CX), Z2
-	VMULPS       Z0, Z2, Z2
-	VMOVUPS      128(CX), Z3
-	VMULPS       Z0, Z3, Z3
-	VBROADCASTSS 1028(AX)(SI*4), Z0
-	VMOVUPS      (CX)(DX*1), Z4
+	VMOVUPS      64(CX), Z4
 	VMULPS       Z0, Z4, Z4
-	VMOVUPS      64(CX)(DX*1), Z5
+	VMOVUPS      128(CX), Z5
 	VMULPS       Z0, Z5, Z5
-	VMOVUPS      128(CX)(DX*1), Z6
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z6
 	VMULPS       Z0, Z6, Z6
-	VBROADCASTSS 1032(AX)(SI*4), Z0
-	VMOVUPS      (CX)(DX*2), Z7
+	VMOVUPS      64(CX)(DX*1), Z7
 	VMULPS       Z0, Z7, Z7
-	VMOVUPS      64(CX)(DX*2), Z8
+	VMOVUPS      128(CX)(DX*1), Z8
 	VMULPS       Z0, Z8, Z8
-	VMOVUPS      128(CX)(DX*2), Z9
+	VBROADCASTSS 1032(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*2), Z9
 	VMULPS       Z0, Z9, Z9
-	VBROADCASTSS 1036(AX)(SI*4), Z0
-	VMOVUPS      (DI)(DX*1), Z10
+	VMOVUPS      64(CX)(DX*2), Z10
 	VMULPS       Z0, Z10, Z10
-	VMOVUPS      64(DI)(DX*1), Z11
+	VMOVUPS      128(CX)(DX*2), Z11
 	VMULPS       Z0, Z11, Z11
-	VMOVUPS      128(DI)(DX*1), Z12
+	VBROADCASTSS 1036(AX)(SI*4), Z0
+	VMOVUPS      (DI)(DX*1), Z12
 	VMULPS       Z0, Z12, Z12
+	VMOVUPS      64(DI)(DX*1), Z13
+	VMULPS       Z0, Z13, Z13
+	VMOVUPS      128(DI)(DX*1), Z14
+	VMULPS       Z0, Z14, Z14
 	MOVQ         56(SP), R9
 	MOVQ         24(SP), R10
 	MOVQ         8(SP), R8
@@ -72555,38 +71621,38 @@ rows4_vecs3_whole_keys_fetched:
 	VPMOVSXBD        (R8), Z0
 	VCVTDQ2PS        Z0, Z0
 	VFMADD231PS.BCST (BX), Z0, Z1
-	VFMADD231PS.BCST 64(BX), Z0, Z4
-	VFMADD231PS.BCST 128(BX), Z0, Z7
-	VFMADD231PS.BCST 192(BX), Z0, Z10
+	VFMADD231PS.BCST 64(BX), Z0, Z6
+	VFMADD231PS.BCST 128(BX), Z0, Z9
+	VFMADD231PS.BCST 192(BX), Z0, Z12
 	VPMOVSXBD        16(R8), Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST (BX), Z0, Z2
-	VFMADD231PS.BCST 64(BX), Z0, Z5
-	VFMADD231PS.BCST 128(BX), Z0, Z8
-	VFMADD231PS.BCST 192(BX), Z0, Z11
+	VFMADD231PS.BCST (BX), Z0, Z4
+	VFMADD231PS.BCST 64(BX), Z0, Z7
+	VFMADD231PS.BCST 128(BX), Z0, Z10
+	VFMADD231PS.BCST 192(BX), Z0, Z13
 	VPMOVSXBD        32(R8), Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST 1024(BX), Z0, Z3
-	VFMADD231PS.BCST 1088(BX), Z0, Z6
-	VFMADD231PS.BCST 1152(BX), Z0, Z9
-	VFMADD231PS.BCST 1216(BX), Z0, Z12
+	VFMADD231PS.BCST 1024(BX), Z0, Z5
+	VFMADD231PS.BCST 1088(BX), Z0, Z8
+	VFMADD231PS.BCST 1152(BX), Z0, Z11
+	VFMADD231PS.BCST 1216(BX), Z0, Z14
 	ADDQ             R9, R8
 	ADDQ             R9, SI
 	ADDQ             $0x04, BX
 	DECQ             R10
 	JNZ              rows4_vecs3_whole_keys
 	VMOVUPS          Z1, (CX)
-	VMOVUPS          Z2, 64(CX)
-	VMOVUPS          Z3, 128(CX)
-	VMOVUPS          Z4, (CX)(DX*1)
-	VMOVUPS          Z5, 64(CX)(DX*1)
-	VMOVUPS          Z6, 128(CX)(DX*1)
-	VMOVUPS          Z7, (CX)(DX*2)
-	VMOVUPS          Z8, 64(CX)(DX*2)
-	VMOVUPS          Z9, 128(CX)(DX*2)
-	VMOVUPS          Z10, (DI)(DX*1)
-	VMOVUPS          Z11, 64(DI)(DX*1)
-	VMOVUPS          Z12, 128(DI)(DX*1)
+	VMOVUPS          Z4, 64(CX)
+	VMOVUPS          Z5, 128(CX)
+	VMOVUPS          Z6, (CX)(DX*1)
+	VMOVUPS          Z7, 64(CX)(DX*1)
+	VMOVUPS          Z8, 128(CX)(DX*1)
+	VMOVUPS          Z9, (CX)(DX*2)
+	VMOVUPS          Z10, 64(CX)(DX*2)
+	VMOVUPS          Z11, 128(CX)(DX*2)
+	VMOVUPS          Z12, (DI)(DX*1)
+	VMOVUPS          Z13, 64(DI)(DX*1)
+	VMOVUPS          Z14, 128(DI)(DX*1)
 	ADDQ             $0x03, 120(SP)
 	JMP              panelnext
 
@@ -72604,31 +71670,31 @@ rows4_vecs3_masked:
 	VBROADCASTSS 1024(AX)(SI*4), Z0
 	VMOVUPS      (CX), Z1
 	VMULPS       Z0, Z1, Z1
-	VMOVUPS      64(CX), Z2
-	VMULPS       Z0, Z2, Z2
-	VMOVUPS.Z    128(CX), K2, Z3
-	VMULPS       Z0, Z3, Z3
-	VBROADCASTSS 1028(AX)(SI*4), Z0
-	VMOVUPS      (CX)(DX*1), Z4
+	VMOVUPS      64(CX), Z4
 	VMULPS       Z0, Z4, Z4
-	VMOVUPS      64(CX)(DX*1), Z5
+	VMOVUPS.Z    128(CX), K2, Z5
 	VMULPS       Z0, Z5, Z5
-	VMOVUPS.Z    128(CX)(DX*1), K2, Z6
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z6
 	VMULPS       Z0, Z6, Z6
-	VBROADCASTSS 1032(AX)(SI*4), Z0
-	VMOVUPS      (CX)(DX*2), Z7
+	VMOVUPS      64(CX)(DX*1), Z7
 	VMULPS       Z0, Z7, Z7
-	VMOVUPS      64(CX)(DX*2), Z8
+	VMOVUPS.Z    128(CX)(DX*1), K2, Z8
 	VMULPS       Z0, Z8, Z8
-	VMOVUPS.Z    128(CX)(DX*2), K2, Z9
+	VBROADCASTSS 1032(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*2), Z9
 	VMULPS       Z0, Z9, Z9
-	VBROADCASTSS 1036(AX)(SI*4), Z0
-	VMOVUPS      (DI)(DX*1), Z10
+	VMOVUPS      64(CX)(DX*2), Z10
 	VMULPS       Z0, Z10, Z10
-	VMOVUPS      64(DI)(DX*1), Z11
+	VMOVUPS.Z    128(CX)(DX*2), K2, Z11
 	VMULPS       Z0, Z11, Z11
-	VMOVUPS.Z    128(DI)(DX*1), K2, Z12
+	VBROADCASTSS 1036(AX)(SI*4), Z0
+	VMOVUPS      (DI)(DX*1), Z12
 	VMULPS       Z0, Z12, Z12
+	VMOVUPS      64(DI)(DX*1), Z13
+	VMULPS       Z0, Z13, Z13
+	VMOVUPS.Z    128(DI)(DX*1), K2, Z14
+	VMULPS       Z0, Z14, Z14
 	MOVQ         56(SP), R9
 	MOVQ         24(SP), R10
 	MOVQ         8(SP), R8
@@ -72663,39 +71729,39 @@ rows4_vecs3_masked_keys_fetched:
 	VPMOVSXBD        (R8), Z0
 	VCVTDQ2PS        Z0, Z0
 	VFMADD231PS.BCST (BX), Z0, Z1
-	VFMADD231PS.BCST 64(BX), Z0, Z4
-	VFMADD231PS.BCST 128(BX), Z0, Z7
-	VFMADD231PS.BCST 192(BX), Z0, Z10
+	VFMADD231PS.BCST 64(BX), Z0, Z6
+	VFMADD231PS.BCST 128(BX), Z0, Z9
+	VFMADD231PS.BCST 192(BX), Z0, Z12
 	VPMOVSXBD        16(R8), Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST (BX), Z0, Z2
-	VFMADD231PS.BCST 64(BX), Z0, Z5
-	VFMADD231PS.BCST 128(BX), Z0, Z8
-	VFMADD231PS.BCST 192(BX), Z0, Z11
+	VFMADD231PS.BCST (BX), Z0, Z4
+	VFMADD231PS.BCST 64(BX), Z0, Z7
+	VFMADD231PS.BCST 128(BX), Z0, Z10
+	VFMADD231PS.BCST 192(BX), Z0, Z13
 	VMOVDQU8.Z       32(R8), K2, Z0
 	VPMOVSXBD        X0, Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST 1024(BX), Z0, Z3
-	VFMADD231PS.BCST 1088(BX), Z0, Z6
-	VFMADD231PS.BCST 1152(BX), Z0, Z9
-	VFMADD231PS.BCST 1216(BX), Z0, Z12
+	VFMADD231PS.BCST 1024(BX), Z0, Z5
+	VFMADD231PS.BCST 1088(BX), Z0, Z8
+	VFMADD231PS.BCST 1152(BX), Z0, Z11
+	VFMADD231PS.BCST 1216(BX), Z0, Z14
 	ADDQ             R9, R8
 	ADDQ             R9, SI
 	ADDQ             $0x04, BX
 	DECQ             R10
 	JNZ              rows4_vecs3_masked_keys
 	VMOVUPS          Z1, (CX)
-	VMOVUPS          Z2, 64(CX)
-	VMOVUPS          Z3, K2, 128(CX)
-	VMOVUPS          Z4, (CX)(DX*1)
-	VMOVUPS          Z5, 64(CX)(DX*1)
-	VMOVUPS          Z6, K2, 128(CX)(DX*1)
-	VMOVUPS          Z7, (CX)(DX*2)
-	VMOVUPS          Z8, 64(CX)(DX*2)
-	VMOVUPS          Z9, K2, 128(CX)(DX*2)
-	VMOVUPS          Z10, (DI)(DX*1)
-	VMOVUPS          Z11, 64(DI)(DX*1)
-	VMOVUPS          Z12, K2, 128(DI)(DX*1)
+	VMOVUPS          Z4, 64(CX)
+	VMOVUPS          Z5, K2, 128(CX)
+	VMOVUPS          Z6, (CX)(DX*1)
+	VMOVUPS          Z7, 64(CX)(DX*1)
+	VMOVUPS          Z8, K2, 128(CX)(DX*1)
+	VMOVUPS          Z9, (CX)(DX*2)
+	VMOVUPS          Z10, 64(CX)(DX*2)
+	VMOVUPS          Z11, K2, 128(CX)(DX*2)
+	VMOVUPS          Z12, (DI)(DX*1)
+	VMOVUPS          Z13, 64(DI)(DX*1)
+	VMOVUPS          Z14, K2, 128(DI)(DX*1)
 	ADDQ             $0x03, 120(SP)
 	JMP              panelnext
 
@@ -72713,23 +71779,23 @@ rows4_vecs2_whole:
 	VBROADCASTSS 1024(AX)(SI*4), Z0
 	VMOVUPS      (CX), Z1
 	VMULPS       Z0, Z1, Z1
-	VMOVUPS      64(CX), Z2
-	VMULPS       Z0, Z2, Z2
-	VBROADCASTSS 1028(AX)(SI*4), Z0
-	VMOVUPS      (CX)(DX*1), Z3
-	VMULPS       Z0, Z3, Z3
-	VMOVUPS      64(CX)(DX*1), Z4
+	VMOVUPS      64(CX), Z4
 	VMULPS       Z0, Z4, Z4
-	VBROADCASTSS 1032(AX)(SI*4), Z0
-	VMOVUPS      (CX)(DX*2), Z5
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z5
 	VMULPS       Z0, Z5, Z5
-	VMOVUPS      64(CX)(DX*2), Z6
+	VMOVUPS      64(CX)(DX*1), Z6
 	VMULPS       Z0, Z6, Z6
-	VBROADCASTSS 1036(AX)(SI*4), Z0
-	VMOVUPS      (DI)(DX*1), Z7
+	VBROADCASTSS 1032(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*2), Z7
 	VMULPS       Z0, Z7, Z7
-	VMOVUPS      64(DI)(DX*1), Z8
+	VMOVUPS      64(CX)(DX*2), Z8
 	VMULPS       Z0, Z8, Z8
+	VBROADCASTSS 1036(AX)(SI*4), Z0
+	VMOVUPS      (DI)(DX*1), Z9
+	VMULPS       Z0, Z9, Z9
+	VMOVUPS      64(DI)(DX*1), Z10
+	VMULPS       Z0, Z10, Z10
 	MOVQ         56(SP), R9
 	MOVQ         24(SP), R10
 	MOVQ         8(SP), R8
@@ -72763,28 +71829,28 @@ rows4_vecs2_whole_keys_fetched:
 	VPMOVSXBD        (R8), Z0
 	VCVTDQ2PS        Z0, Z0
 	VFMADD231PS.BCST (BX), Z0, Z1
-	VFMADD231PS.BCST 64(BX), Z0, Z3
-	VFMADD231PS.BCST 128(BX), Z0, Z5
-	VFMADD231PS.BCST 192(BX), Z0, Z7
+	VFMADD231PS.BCST 64(BX), Z0, Z5
+	VFMADD231PS.BCST 128(BX), Z0, Z7
+	VFMADD231PS.BCST 192(BX), Z0, Z9
 	VPMOVSXBD        16(R8), Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST (BX), Z0, Z2
-	VFMADD231PS.BCST 64(BX), Z0, Z4
-	VFMADD231PS.BCST 128(BX), Z0, Z6
-	VFMADD231PS.BCST 192(BX), Z0, Z8
+	VFMADD231PS.BCST (BX), Z0, Z4
+	VFMADD231PS.BCST 64(BX), Z0, Z6
+	VFMADD231PS.BCST 128(BX), Z0, Z8
+	VFMADD231PS.BCST 192(BX), Z0, Z10
 	ADDQ             R9, R8
 	ADDQ             R9, SI
 	ADDQ             $0x04, BX
 	DECQ             R10
 	JNZ              rows4_vecs2_whole_keys
 	VMOVUPS          Z1, (CX)
-	VMOVUPS          Z2, 64(CX)
-	VMOVUPS          Z3, (CX)(DX*1)
-	VMOVUPS          Z4, 64(CX)(DX*1)
-	VMOVUPS          Z5, (CX)(DX*2)
-	VMOVUPS          Z6, 64(CX)(DX*2)
-	VMOVUPS          Z7, (DI)(DX*1)
-	VMOVUPS          Z8, 64(DI)(DX*1)
+	VMOVUPS          Z4, 64(CX)
+	VMOVUPS          Z5, (CX)(DX*1)
+	VMOVUPS          Z6, 64(CX)(DX*1)
+	VMOVUPS          Z7, (CX)(DX*2)
+	VMOVUPS          Z8, 64(CX)(DX*2)
+	VMOVUPS          Z9, (DI)(DX*1)
+	VMOVUPS          Z10, 64(DI)(DX*1)
 	ADDQ             $0x02, 120(SP)
 	JMP              panelnext
 
@@ -72802,23 +71868,23 @@ rows4_vecs2_masked:
 	VBROADCASTSS 1024(AX)(SI*4), Z0
 	VMOVUPS      (CX), Z1
 	VMULPS       Z0, Z1, Z1
-	VMOVUPS.Z    64(CX), K2, Z2
-	VMULPS       Z0, Z2, Z2
-	VBROADCASTSS 1028(AX)(SI*4), Z0
-	VMOVUPS      (CX)(DX*1), Z3
-	VMULPS       Z0, Z3, Z3
-	VMOVUPS.Z    64(CX)(DX*1), K2, Z4
+	VMOVUPS.Z    64(CX), K2, Z4
 	VMULPS       Z0, Z4, Z4
-	VBROADCASTSS 1032(AX)(SI*4), Z0
-	VMOVUPS      (CX)(DX*2), Z5
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z5
 	VMULPS       Z0, Z5, Z5
-	VMOVUPS.Z    64(CX)(DX*2), K2, Z6
+	VMOVUPS.Z    64(CX)(DX*1), K2, Z6
 	VMULPS       Z0, Z6, Z6
-	VBROADCASTSS 1036(AX)(SI*4), Z0
-	VMOVUPS      (DI)(DX*1), Z7
+	VBROADCASTSS 1032(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*2), Z7
 	VMULPS       Z0, Z7, Z7
-	VMOVUPS.Z    64(DI)(DX*1), K2, Z8
+	VMOVUPS.Z    64(CX)(DX*2), K2, Z8
 	VMULPS       Z0, Z8, Z8
+	VBROADCASTSS 1036(AX)(SI*4), Z0
+	VMOVUPS      (DI)(DX*1), Z9
+	VMULPS       Z0, Z9, Z9
+	VMOVUPS.Z    64(DI)(DX*1), K2, Z10
+	VMULPS       Z0, Z10, Z10
 	MOVQ         56(SP), R9
 	MOVQ         24(SP), R10
 	MOVQ         8(SP), R8
@@ -72852,29 +71918,29 @@ rows4_vecs2_masked_keys_fetched:
 	VPMOVSXBD        (R8), Z0
 	VCVTDQ2PS        Z0, Z0
 	VFMADD231PS.BCST (BX), Z0, Z1
-	VFMADD231PS.BCST 64(BX), Z0, Z3
-	VFMADD231PS.BCST 128(BX), Z0, Z5
-	VFMADD231PS.BCST 192(BX), Z0, Z7
+	VFMADD231PS.BCST 64(BX), Z0, Z5
+	VFMADD231PS.BCST 128(BX), Z0, Z7
+	VFMADD231PS.BCST 192(BX), Z0, Z9
 	VMOVDQU8.Z       16(R8), K2, Z0
 	VPMOVSXBD        X0, Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST (BX), Z0, Z2
-	VFMADD231PS.BCST 64(BX), Z0, Z4
-	VFMADD231PS.BCST 128(BX), Z0, Z6
-	VFMADD231PS.BCST 192(BX), Z0, Z8
+	VFMADD231PS.BCST (BX), Z0, Z4
+	VFMADD231PS.BCST 64(BX), Z0, Z6
+	VFMADD231PS.BCST 128(BX), Z0, Z8
+	VFMADD231PS.BCST 192(BX), Z0, Z10
 	ADDQ             R9, R8
 	ADDQ             R9, SI
 	ADDQ             $0x04, BX
 	DECQ             R10
 	JNZ              rows4_vecs2_masked_keys
 	VMOVUPS          Z1, (CX)
-	VMOVUPS          Z2, K2, 64(CX)
-	VMOVUPS          Z3, (CX)(DX*1)
-	VMOVUPS          Z4, K2, 64(CX)(DX*1)
-	VMOVUPS          Z5, (CX)(DX*2)
-	VMOVUPS          Z6, K2, 64(CX)(DX*2)
-	VMOVUPS          Z7, (DI)(DX*1)
-	VMOVUPS          Z8, K2, 64(DI)(DX*1)
+	VMOVUPS          Z4, K2, 64(CX)
+	VMOVUPS          Z5, (CX)(DX*1)
+	VMOVUPS          Z6, K2, 64(CX)(DX*1)
+	VMOVUPS          Z7, (CX)(DX*2)
+	VMOVUPS          Z8, K2, 64(CX)(DX*2)
+	VMOVUPS          Z9, (DI)(DX*1)
+	VMOVUPS          Z10, K2, 64(DI)(DX*1)
 	ADDQ             $0x02, 120(SP)
 	JMP              panelnext
 
@@ -72893,14 +71959,14 @@ rows4_vecs1_whole:
 	VMOVUPS      (CX), Z1
 	VMULPS       Z0, Z1, Z1
 	VBROADCASTSS 1028(AX)(SI*4), Z0
-	VMOVUPS      (CX)(DX*1), Z2
-	VMULPS       Z0, Z2, Z2
-	VBROADCASTSS 1032(AX)(SI*4), Z0
-	VMOVUPS      (CX)(DX*2), Z3
-	VMULPS       Z0, Z3, Z3
-	VBROADCASTSS 1036(AX)(SI*4), Z0
-	VMOVUPS      (DI)(DX*1), Z4
+	VMOVUPS      (CX)(DX*1), Z4
 	VMULPS       Z0, Z4, Z4
+	VBROADCASTSS 1032(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*2), Z5
+	VMULPS       Z0, Z5, Z5
+	VBROADCASTSS 1036(AX)(SI*4), Z0
+	VMOVUPS      (DI)(DX*1), Z6
+	VMULPS       Z0, Z6, Z6
 	MOVQ         56(SP), R9
 	MOVQ         24(SP), R10
 	MOVQ         8(SP), R8
@@ -72933,18 +71999,18 @@ rows4_vecs1_whole_keys_fetched:
 	VPMOVSXBD        (R8), Z0
 	VCVTDQ2PS        Z0, Z0
 	VFMADD231PS.BCST (BX), Z0, Z1
-	VFMADD231PS.BCST 64(BX), Z0, Z2
-	VFMADD231PS.BCST 128(BX), Z0, Z3
-	VFMADD231PS.BCST 192(BX), Z0, Z4
+	VFMADD231PS.BCST 64(BX), Z0, Z4
+	VFMADD231PS.BCST 128(BX), Z0, Z5
+	VFMADD231PS.BCST 192(BX), Z0, Z6
 	ADDQ             R9, R8
 	ADDQ             R9, SI
 	ADDQ             $0x04, BX
 	DECQ             R10
 	JNZ              rows4_vecs1_whole_keys
 	VMOVUPS          Z1, (CX)
-	VMOVUPS          Z2, (CX)(DX*1)
-	VMOVUPS          Z3, (CX)(DX*2)
-	VMOVUPS          Z4, (DI)(DX*1)
+	VMOVUPS          Z4, (CX)(DX*1)
+	VMOVUPS          Z5, (CX)(DX*2)
+	VMOVUPS          Z6, (DI)(DX*1)
 	ADDQ             $0x01, 120(SP)
 	JMP              panelnext
 
@@ -72963,14 +72029,14 @@ rows4_vecs1_masked:
 	VMOVUPS.Z    (CX), K2, Z1
 	VMULPS       Z0, Z1, Z1
 	VBROADCASTSS 1028(AX)(SI*4), Z0
-	VMOVUPS.Z    (CX)(DX*1), K2, Z2
-	VMULPS       Z0, Z2, Z2
-	VBROADCASTSS 1032(AX)(SI*4), Z0
-	VMOVUPS.Z    (CX)(DX*2), K2, Z3
-	VMULPS       Z0, Z3, Z3
-	VBROADCASTSS 1036(AX)(SI*4), Z0
-	VMOVUPS.Z    (DI)(DX*1), K2, Z4
+	VMOVUPS.Z    (CX)(DX*1), K2, Z4
 	VMULPS       Z0, Z4, Z4
+	VBROADCASTSS 1032(AX)(SI*4), Z0
+	VMOVUPS.Z    (CX)(DX*2), K2, Z5
+	VMULPS       Z0, Z5, Z5
+	VBROADCASTSS 1036(AX)(SI*4), Z0
+	VMOVUPS.Z    (DI)(DX*1), K2, Z6
+	VMULPS       Z0, Z6, Z6
 	MOVQ         56(SP), R9
 	MOVQ         24(SP), R10
 	MOVQ         8(SP), R8
@@ -73004,18 +72070,18 @@ rows4_vecs1_masked_keys_fetched:
 	VPMOVSXBD        X0, Z0
 	VCVTDQ2PS        Z0, Z0
 	VFMADD231PS.BCST (BX), Z0, Z1
-	VFMADD231PS.BCST 64(BX), Z0, Z2
-	VFMADD231PS.BCST 128(BX), Z0, Z3
-	VFMADD231PS.BCST 192(BX), Z0, Z4
+	VFMADD231PS.BCST 64(BX), Z0, Z4
+	VFMADD231PS.BCST 128(BX), Z0, Z5
+	VFMADD231PS.BCST 192(BX), Z0, Z6
 	ADDQ             R9, R8
 	ADDQ             R9, SI
 	ADDQ             $0x04, BX
 	DECQ             R10
 	JNZ              rows4_vecs1_masked_keys
 	VMOVUPS          Z1, K2, (CX)
-	VMOVUPS          Z2, K2, (CX)(DX*1)
-	VMOVUPS          Z3, K2, (CX)(DX*2)
-	VMOVUPS          Z4, K2, (DI)(DX*1)
+	VMOVUPS          Z4, K2, (CX)(DX*1)
+	VMOVUPS          Z5, K2, (CX)(DX*2)
+	VMOVUPS          Z6, K2, (DI)(DX*1)
 	ADDQ             $0x01, 120(SP)
 	JMP              panelnext
 
@@ -73032,30 +72098,30 @@ rows3_vecs4_whole:
 	VBROADCASTSS 1024(AX)(SI*4), Z0
 	VMOVUPS      (CX), Z1
 	VMULPS       Z0, Z1, Z1
-	VMOVUPS      64(CX), Z2
-	VMULPS       Z0, Z2, Z2
-	VMOVUPS      128(CX), Z3
-	VMULPS       Z0, Z3, Z3
-	VMOVUPS      192(CX), Z4
+	VMOVUPS      64(CX), Z4
 	VMULPS       Z0, Z4, Z4
-	VBROADCASTSS 1028(AX)(SI*4), Z0
-	VMOVUPS      (CX)(DX*1), Z5
+	VMOVUPS      128(CX), Z5
 	VMULPS       Z0, Z5, Z5
-	VMOVUPS      64(CX)(DX*1), Z6
+	VMOVUPS      192(CX), Z6
 	VMULPS       Z0, Z6, Z6
-	VMOVUPS      128(CX)(DX*1), Z7
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z7
 	VMULPS       Z0, Z7, Z7
-	VMOVUPS      192(CX)(DX*1), Z8
+	VMOVUPS      64(CX)(DX*1), Z8
 	VMULPS       Z0, Z8, Z8
-	VBROADCASTSS 1032(AX)(SI*4), Z0
-	VMOVUPS      (CX)(DX*2), Z9
+	VMOVUPS      128(CX)(DX*1), Z9
 	VMULPS       Z0, Z9, Z9
-	VMOVUPS      64(CX)(DX*2), Z10
+	VMOVUPS      192(CX)(DX*1), Z10
 	VMULPS       Z0, Z10, Z10
-	VMOVUPS      128(CX)(DX*2), Z11
+	VBROADCASTSS 1032(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*2), Z11
 	VMULPS       Z0, Z11, Z11
-	VMOVUPS      192(CX)(DX*2), Z12
+	VMOVUPS      64(CX)(DX*2), Z12
 	VMULPS       Z0, Z12, Z12
+	VMOVUPS      128(CX)(DX*2), Z13
+	VMULPS       Z0, Z13, Z13
+	VMOVUPS      192(CX)(DX*2), Z14
+	VMULPS       Z0, Z14, Z14
 	MOVQ         56(SP), R8
 	MOVQ         24(SP), R9
 	MOVQ         8(SP), DI
@@ -73091,40 +72157,40 @@ rows3_vecs4_whole_keys_fetched:
 	VPMOVSXBD        (DI), Z0
 	VCVTDQ2PS        Z0, Z0
 	VFMADD231PS.BCST (BX), Z0, Z1
-	VFMADD231PS.BCST 64(BX), Z0, Z5
-	VFMADD231PS.BCST 128(BX), Z0, Z9
+	VFMADD231PS.BCST 64(BX), Z0, Z7
+	VFMADD231PS.BCST 128(BX), Z0, Z11
 	VPMOVSXBD        16(DI), Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST (BX), Z0, Z2
-	VFMADD231PS.BCST 64(BX), Z0, Z6
-	VFMADD231PS.BCST 128(BX), Z0, Z10
+	VFMADD231PS.BCST (BX), Z0, Z4
+	VFMADD231PS.BCST 64(BX), Z0, Z8
+	VFMADD231PS.BCST 128(BX), Z0, Z12
 	VPMOVSXBD        32(DI), Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST 1024(BX), Z0, Z3
-	VFMADD231PS.BCST 1088(BX), Z0, Z7
-	VFMADD231PS.BCST 1152(BX), Z0, Z11
+	VFMADD231PS.BCST 1024(BX), Z0, Z5
+	VFMADD231PS.BCST 1088(BX), Z0, Z9
+	VFMADD231PS.BCST 1152(BX), Z0, Z13
 	VPMOVSXBD        48(DI), Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST 1024(BX), Z0, Z4
-	VFMADD231PS.BCST 1088(BX), Z0, Z8
-	VFMADD231PS.BCST 1152(BX), Z0, Z12
+	VFMADD231PS.BCST 1024(BX), Z0, Z6
+	VFMADD231PS.BCST 1088(BX), Z0, Z10
+	VFMADD231PS.BCST 1152(BX), Z0, Z14
 	ADDQ             R8, DI
 	ADDQ             R8, SI
 	ADDQ             $0x04, BX
 	DECQ             R9
 	JNZ              rows3_vecs4_whole_keys
 	VMOVUPS          Z1, (CX)
-	VMOVUPS          Z2, 64(CX)
-	VMOVUPS          Z3, 128(CX)
-	VMOVUPS          Z4, 192(CX)
-	VMOVUPS          Z5, (CX)(DX*1)
-	VMOVUPS          Z6, 64(CX)(DX*1)
-	VMOVUPS          Z7, 128(CX)(DX*1)
-	VMOVUPS          Z8, 192(CX)(DX*1)
-	VMOVUPS          Z9, (CX)(DX*2)
-	VMOVUPS          Z10, 64(CX)(DX*2)
-	VMOVUPS          Z11, 128(CX)(DX*2)
-	VMOVUPS          Z12, 192(CX)(DX*2)
+	VMOVUPS          Z4, 64(CX)
+	VMOVUPS          Z5, 128(CX)
+	VMOVUPS          Z6, 192(CX)
+	VMOVUPS          Z7, (CX)(DX*1)
+	VMOVUPS          Z8, 64(CX)(DX*1)
+	VMOVUPS          Z9, 128(CX)(DX*1)
+	VMOVUPS          Z10, 192(CX)(DX*1)
+	VMOVUPS          Z11, (CX)(DX*2)
+	VMOVUPS          Z12, 64(CX)(DX*2)
+	VMOVUPS          Z13, 128(CX)(DX*2)
+	VMOVUPS          Z14, 192(CX)(DX*2)
 	ADDQ             $0x04, 120(SP)
 	JMP              panelnext
 
@@ -73141,30 +72207,30 @@ rows3_vecs4_masked:
 	VBROADCASTSS 1024(AX)(SI*4), Z0
 	VMOVUPS      (CX), Z1
 	VMULPS       Z0, Z1, Z1
-	VMOVUPS      64(CX), Z2
-	VMULPS       Z0, Z2, Z2
-	VMOVUPS      128(CX), Z3
-	VMULPS       Z0, Z3, Z3
-	VMOVUPS.Z    192(CX), K2, Z4
+	VMOVUPS      64(CX), Z4
 	VMULPS       Z0, Z4, Z4
-	VBROADCASTSS 1028(AX)(SI*4), Z0
-	VMOVUPS      (CX)(DX*1), Z5
+	VMOVUPS      128(CX), Z5
 	VMULPS       Z0, Z5, Z5
-	VMOVUPS      64(CX)(DX*1), Z6
+	VMOVUPS.Z    192(CX), K2, Z6
 	VMULPS       Z0, Z6, Z6
-	VMOVUPS      128(CX)(DX*1), Z7
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z7
 	VMULPS       Z0, Z7, Z7
-	VMOVUPS.Z    192(CX)(DX*1), K2, Z8
+	VMOVUPS      64(CX)(DX*1), Z8
 	VMULPS       Z0, Z8, Z8
-	VBROADCASTSS 1032(AX)(SI*4), Z0
-	VMOVUPS      (CX)(DX*2), Z9
+	VMOVUPS      128(CX)(DX*1), Z9
 	VMULPS       Z0, Z9, Z9
-	VMOVUPS      64(CX)(DX*2), Z10
+	VMOVUPS.Z    192(CX)(DX*1), K2, Z10
 	VMULPS       Z0, Z10, Z10
-	VMOVUPS      128(CX)(DX*2), Z11
+	VBROADCASTSS 1032(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*2), Z11
 	VMULPS       Z0, Z11, Z11
-	VMOVUPS.Z    192(CX)(DX*2), K2, Z12
+	VMOVUPS      64(CX)(DX*2), Z12
 	VMULPS       Z0, Z12, Z12
+	VMOVUPS      128(CX)(DX*2), Z13
+	VMULPS       Z0, Z13, Z13
+	VMOVUPS.Z    192(CX)(DX*2), K2, Z14
+	VMULPS       Z0, Z14, Z14
 	MOVQ         56(SP), R8
 	MOVQ         24(SP), R9
 	MOVQ         8(SP), DI
@@ -73200,41 +72266,41 @@ rows3_vecs4_masked_keys_fetched:
 	VPMOVSXBD        (DI), Z0
 	VCVTDQ2PS        Z0, Z0
 	VFMADD231PS.BCST (BX), Z0, Z1
-	VFMADD231PS.BCST 64(BX), Z0, Z5
-	VFMADD231PS.BCST 128(BX), Z0, Z9
+	VFMADD231PS.BCST 64(BX), Z0, Z7
+	VFMADD231PS.BCST 128(BX), Z0, Z11
 	VPMOVSXBD        16(DI), Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST (BX), Z0, Z2
-	VFMADD231PS.BCST 64(BX), Z0, Z6
-	VFMADD231PS.BCST 128(BX), Z0, Z10
+	VFMADD231PS.BCST (BX), Z0, Z4
+	VFMADD231PS.BCST 64(BX), Z0, Z8
+	VFMADD231PS.BCST 128(BX), Z0, Z12
 	VPMOVSXBD        32(DI), Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST 1024(BX), Z0, Z3
-	VFMADD231PS.BCST 1088(BX), Z0, Z7
-	VFMADD231PS.BCST 1152(BX), Z0, Z11
+	VFMADD231PS.BCST 1024(BX), Z0, Z5
+	VFMADD231PS.BCST 1088(BX), Z0, Z9
+	VFMADD231PS.BCST 1152(BX), Z0, Z13
 	VMOVDQU8.Z       48(DI), K2, Z0
 	VPMOVSXBD        X0, Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST 1024(BX), Z0, Z4
-	VFMADD231PS.BCST 1088(BX), Z0, Z8
-	VFMADD231PS.BCST 1152(BX), Z0, Z12
+	VFMADD231PS.BCST 1024(BX), Z0, Z6
+	VFMADD231PS.BCST 1088(BX), Z0, Z10
+	VFMADD231PS.BCST 1152(BX), Z0, Z14
 	ADDQ             R8, DI
 	ADDQ             R8, SI
 	ADDQ             $0x04, BX
 	DECQ             R9
 	JNZ              rows3_vecs4_masked_keys
 	VMOVUPS          Z1, (CX)
-	VMOVUPS          Z2, 64(CX)
-	VMOVUPS          Z3, 128(CX)
-	VMOVUPS          Z4, K2, 192(CX)
-	VMOVUPS          Z5, (CX)(DX*1)
-	VMOVUPS          Z6, 64(CX)(DX*1)
-	VMOVUPS          Z7, 128(CX)(DX*1)
-	VMOVUPS          Z8, K2, 192(CX)(DX*1)
-	VMOVUPS          Z9, (CX)(DX*2)
-	VMOVUPS          Z10, 64(CX)(DX*2)
-	VMOVUPS          Z11, 128(CX)(DX*2)
-	VMOVUPS          Z12, K2, 192(CX)(DX*2)
+	VMOVUPS          Z4, 64(CX)
+	VMOVUPS          Z5, 128(CX)
+	VMOVUPS          Z6, K2, 192(CX)
+	VMOVUPS          Z7, (CX)(DX*1)
+	VMOVUPS          Z8, 64(CX)(DX*1)
+	VMOVUPS          Z9, 128(CX)(DX*1)
+	VMOVUPS          Z10, K2, 192(CX)(DX*1)
+	VMOVUPS          Z11, (CX)(DX*2)
+	VMOVUPS          Z12, 64(CX)(DX*2)
+	VMOVUPS          Z13, 128(CX)(DX*2)
+	VMOVUPS          Z14, K2, 192(CX)(DX*2)
 	ADDQ             $0x04, 120(SP)
 	JMP              panelnext
 
@@ -73251,24 +72317,24 @@ rows3_vecs3_whole:
 	VBROADCASTSS 1024(AX)(SI*4), Z0
 	VMOVUPS      (CX), Z1
 	VMULPS       Z0, Z1, Z1
-	VMOVUPS      64(CX), Z2
-	VMULPS       Z0, Z2, Z2
-	VMOVUPS      128(CX), Z3
-	VMULPS       Z0, Z3, Z3
-	VBROADCASTSS 1028(AX)(SI*4), Z0
-	VMOVUPS      (CX)(DX*1), Z4
+	VMOVUPS      64(CX), Z4
 	VMULPS       Z0, Z4, Z4
-	VMOVUPS      64(CX)(DX*1), Z5
+	VMOVUPS      128(CX), Z5
 	VMULPS       Z0, Z5, Z5
-	VMOVUPS      128(CX)(DX*1), Z6
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z6
 	VMULPS       Z0, Z6, Z6
-	VBROADCASTSS 1032(AX)(SI*4), Z0
-	VMOVUPS      (CX)(DX*2), Z7
+	VMOVUPS      64(CX)(DX*1), Z7
 	VMULPS       Z0, Z7, Z7
-	VMOVUPS      64(CX)(DX*2), Z8
+	VMOVUPS      128(CX)(DX*1), Z8
 	VMULPS       Z0, Z8, Z8
-	VMOVUPS      128(CX)(DX*2), Z9
+	VBROADCASTSS 1032(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*2), Z9
 	VMULPS       Z0, Z9, Z9
+	VMOVUPS      64(CX)(DX*2), Z10
+	VMULPS       Z0, Z10, Z10
+	VMOVUPS      128(CX)(DX*2), Z11
+	VMULPS       Z0, Z11, Z11
 	MOVQ         56(SP), R8
 	MOVQ         24(SP), R9
 	MOVQ         8(SP), DI
@@ -73303,32 +72369,32 @@ rows3_vecs3_whole_keys_fetched:
 	VPMOVSXBD        (DI), Z0
 	VCVTDQ2PS        Z0, Z0
 	VFMADD231PS.BCST (BX), Z0, Z1
-	VFMADD231PS.BCST 64(BX), Z0, Z4
-	VFMADD231PS.BCST 128(BX), Z0, Z7
+	VFMADD231PS.BCST 64(BX), Z0, Z6
+	VFMADD231PS.BCST 128(BX), Z0, Z9
 	VPMOVSXBD        16(DI), Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST (BX), Z0, Z2
-	VFMADD231PS.BCST 64(BX), Z0, Z5
-	VFMADD231PS.BCST 128(BX), Z0, Z8
+	VFMADD231PS.BCST (BX), Z0, Z4
+	VFMADD231PS.BCST 64(BX), Z0, Z7
+	VFMADD231PS.BCST 128(BX), Z0, Z10
 	VPMOVSXBD        32(DI), Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST 1024(BX), Z0, Z3
-	VFMADD231PS.BCST 1088(BX), Z0, Z6
-	VFMADD231PS.BCST 1152(BX), Z0, Z9
+	VFMADD231PS.BCST 1024(BX), Z0, Z5
+	VFMADD231PS.BCST 1088(BX), Z0, Z8
+	VFMADD231PS.BCST 1152(BX), Z0, Z11
 	ADDQ             R8, DI
 	ADDQ             R8, SI
 	ADDQ             $0x04, BX
 	DECQ             R9
 	JNZ              rows3_vecs3_whole_keys
 	VMOVUPS          Z1, (CX)
-	VMOVUPS          Z2, 64(CX)
-	VMOVUPS          Z3, 128(CX)
-	VMOVUPS          Z4, (CX)(DX*1)
-	VMOVUPS          Z5, 64(CX)(DX*1)
-	VMOVUPS          Z6, 128(CX)(DX*1)
-	VMOVUPS          Z7, (CX)(DX*2)
-	VMOVUPS          Z8, 64(CX)(DX*2)
-	VMOVUPS          Z9, 128(CX)(DX*2)
+	VMOVUPS          Z4, 64(CX)
+	VMOVUPS          Z5, 128(CX)
+	VMOVUPS          Z6, (CX)(DX*1)
+	VMOVUPS          Z7, 64(CX)(DX*1)
+	VMOVUPS          Z8, 128(CX)(DX*1)
+	VMOVUPS          Z9, (CX)(DX*2)
+	VMOVUPS          Z10, 64(CX)(DX*2)
+	VMOVUPS          Z11, 128(CX)(DX*2)
 	ADDQ             $0x03, 120(SP)
 	JMP              panelnext
 
@@ -73345,24 +72411,24 @@ rows3_vecs3_masked:
 	VBROADCASTSS 1024(AX)(SI*4), Z0
 	VMOVUPS      (CX), Z1
 	VMULPS       Z0, Z1, Z1
-	VMOVUPS      64(CX), Z2
-	VMULPS       Z0, Z2, Z2
-	VMOVUPS.Z    128(CX), K2, Z3
-	VMULPS       Z0, Z3, Z3
-	VBROADCASTSS 1028(AX)(SI*4), Z0
-	VMOVUPS      (CX)(DX*1), Z4
+	VMOVUPS      64(CX), Z4
 	VMULPS       Z0, Z4, Z4
-	VMOVUPS      64(CX)(DX*1), Z5
+	VMOVUPS.Z    128(CX), K2, Z5
 	VMULPS       Z0, Z5, Z5
-	VMOVUPS.Z    128(CX)(DX*1), K2, Z6
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z6
 	VMULPS       Z0, Z6, Z6
-	VBROADCASTSS 1032(AX)(SI*4), Z0
-	VMOVUPS      (CX)(DX*2), Z7
+	VMOVUPS      64(CX)(DX*1), Z7
 	VMULPS       Z0, Z7, Z7
-	VMOVUPS      64(CX)(DX*2), Z8
+	VMOVUPS.Z    128(CX)(DX*1), K2, Z8
 	VMULPS       Z0, Z8, Z8
-	VMOVUPS.Z    128(CX)(DX*2), K2, Z9
+	VBROADCASTSS 1032(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*2), Z9
 	VMULPS       Z0, Z9, Z9
+	VMOVUPS      64(CX)(DX*2), Z10
+	VMULPS       Z0, Z10, Z10
+	VMOVUPS.Z    128(CX)(DX*2), K2, Z11
+	VMULPS       Z0, Z11, Z11
 	MOVQ         56(SP), R8
 	MOVQ         24(SP), R9
 	MOVQ         8(SP), DI
@@ -73397,33 +72463,33 @@ rows3_vecs3_masked_keys_fetched:
 	VPMOVSXBD        (DI), Z0
 	VCVTDQ2PS        Z0, Z0
 	VFMADD231PS.BCST (BX), Z0, Z1
-	VFMADD231PS.BCST 64(BX), Z0, Z4
-	VFMADD231PS.BCST 128(BX), Z0, Z7
+	VFMADD231PS.BCST 64(BX), Z0, Z6
+	VFMADD231PS.BCST 128(BX), Z0, Z9
 	VPMOVSXBD        16(DI), Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST (BX), Z0, Z2
-	VFMADD231PS.BCST 64(BX), Z0, Z5
-	VFMADD231PS.BCST 128(BX), Z0, Z8
+	VFMADD231PS.BCST (BX), Z0, Z4
+	VFMADD231PS.BCST 64(BX), Z0, Z7
+	VFMADD231PS.BCST 128(BX), Z0, Z10
 	VMOVDQU8.Z       32(DI), K2, Z0
 	VPMOVSXBD        X0, Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST 1024(BX), Z0, Z3
-	VFMADD231PS.BCST 1088(BX), Z0, Z6
-	VFMADD231PS.BCST 1152(BX), Z0, Z9
+	VFMADD231PS.BCST 1024(BX), Z0, Z5
+	VFMADD231PS.BCST 1088(BX), Z0, Z8
+	VFMADD231PS.BCST 1152(BX), Z0, Z11
 	ADDQ             R8, DI
 	ADDQ             R8, SI
 	ADDQ             $0x04, BX
 	DECQ             R9
 	JNZ              rows3_vecs3_masked_keys
 	VMOVUPS          Z1, (CX)
-	VMOVUPS          Z2, 64(CX)
-	VMOVUPS          Z3, K2, 128(CX)
-	VMOVUPS          Z4, (CX)(DX*1)
-	VMOVUPS          Z5, 64(CX)(DX*1)
-	VMOVUPS          Z6, K2, 128(CX)(DX*1)
-	VMOVUPS          Z7, (CX)(DX*2)
-	VMOVUPS          Z8, 64(CX)(DX*2)
-	VMOVUPS          Z9, K2, 128(CX)(DX*2)
+	VMOVUPS          Z4, 64(CX)
+	VMOVUPS          Z5, K2, 128(CX)
+	VMOVUPS          Z6, (CX)(DX*1)
+	VMOVUPS          Z7, 64(CX)(DX*1)
+	VMOVUPS          Z8, K2, 128(CX)(DX*1)
+	VMOVUPS          Z9, (CX)(DX*2)
+	VMOVUPS          Z10, 64(CX)(DX*2)
+	VMOVUPS          Z11, K2, 128(CX)(DX*2)
 	ADDQ             $0x03, 120(SP)
 	JMP              panelnext
 
@@ -73440,18 +72506,18 @@ rows3_vecs2_whole:
 	VBROADCASTSS 1024(AX)(SI*4), Z0
 	VMOVUPS      (CX), Z1
 	VMULPS       Z0, Z1, Z1
-	VMOVUPS      64(CX), Z2
-	VMULPS       Z0, Z2, Z2
-	VBROADCASTSS 1028(AX)(SI*4), Z0
-	VMOVUPS      (CX)(DX*1), Z3
-	VMULPS       Z0, Z3, Z3
-	VMOVUPS      64(CX)(DX*1), Z4
+	VMOVUPS      64(CX), Z4
 	VMULPS       Z0, Z4, Z4
-	VBROADCASTSS 1032(AX)(SI*4), Z0
-	VMOVUPS      (CX)(DX*2), Z5
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z5
 	VMULPS       Z0, Z5, Z5
-	VMOVUPS      64(CX)(DX*2), Z6
+	VMOVUPS      64(CX)(DX*1), Z6
 	VMULPS       Z0, Z6, Z6
+	VBROADCASTSS 1032(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*2), Z7
+	VMULPS       Z0, Z7, Z7
+	VMOVUPS      64(CX)(DX*2), Z8
+	VMULPS       Z0, Z8, Z8
 	MOVQ         56(SP), R8
 	MOVQ         24(SP), R9
 	MOVQ         8(SP), DI
@@ -73485,24 +72551,24 @@ rows3_vecs2_whole_keys_fetched:
 	VPMOVSXBD        (DI), Z0
 	VCVTDQ2PS        Z0, Z0
 	VFMADD231PS.BCST (BX), Z0, Z1
-	VFMADD231PS.BCST 64(BX), Z0, Z3
-	VFMADD231PS.BCST 128(BX), Z0, Z5
+	VFMADD231PS.BCST 64(BX), Z0, Z5
+	VFMADD231PS.BCST 128(BX), Z0, Z7
 	VPMOVSXBD        16(DI), Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST (BX), Z0, Z2
-	VFMADD231PS.BCST 64(BX), Z0, Z4
-	VFMADD231PS.BCST 128(BX), Z0, Z6
+	VFMADD231PS.BCST (BX), Z0, Z4
+	VFMADD231PS.BCST 64(BX), Z0, Z6
+	VFMADD231PS.BCST 128(BX), Z0, Z8
 	ADDQ             R8, DI
 	ADDQ             R8, SI
 	ADDQ             $0x04, BX
 	DECQ             R9
 	JNZ              rows3_vecs2_whole_keys
 	VMOVUPS          Z1, (CX)
-	VMOVUPS          Z2, 64(CX)
-	VMOVUPS          Z3, (CX)(DX*1)
-	VMOVUPS          Z4, 64(CX)(DX*1)
-	VMOVUPS          Z5, (CX)(DX*2)
-	VMOVUPS          Z6, 64(CX)(DX*2)
+	VMOVUPS          Z4, 64(CX)
+	VMOVUPS          Z5, (CX)(DX*1)
+	VMOVUPS          Z6, 64(CX)(DX*1)
+	VMOVUPS          Z7, (CX)(DX*2)
+	VMOVUPS          Z8, 64(CX)(DX*2)
 	ADDQ             $0x02, 120(SP)
 	JMP              panelnext
 
@@ -73519,18 +72585,18 @@ rows3_vecs2_masked:
 	VBROADCASTSS 1024(AX)(SI*4), Z0
 	VMOVUPS      (CX), Z1
 	VMULPS       Z0, Z1, Z1
-	VMOVUPS.Z    64(CX), K2, Z2
-	VMULPS       Z0, Z2, Z2
-	VBROADCASTSS 1028(AX)(SI*4), Z0
-	VMOVUPS      (CX)(DX*1), Z3
-	VMULPS       Z0, Z3, Z3
-	VMOVUPS.Z    64(CX)(DX*1), K2, Z4
+	VMOVUPS.Z    64(CX), K2, Z4
 	VMULPS       Z0, Z4, Z4
-	VBROADCASTSS 1032(AX)(SI*4), Z0
-	VMOVUPS      (CX)(DX*2), Z5
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z5
 	VMULPS       Z0, Z5, Z5
-	VMOVUPS.Z    64(CX)(DX*2), K2, Z6
+	VMOVUPS.Z    64(CX)(DX*1), K2, Z6
 	VMULPS       Z0, Z6, Z6
+	VBROADCASTSS 1032(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*2), Z7
+	VMULPS       Z0, Z7, Z7
+	VMOVUPS.Z    64(CX)(DX*2), K2, Z8
+	VMULPS       Z0, Z8, Z8
 	MOVQ         56(SP), R8
 	MOVQ         24(SP), R9
 	MOVQ         8(SP), DI
@@ -73564,25 +72630,25 @@ rows3_vecs2_masked_keys_fetched:
 	VPMOVSXBD        (DI), Z0
 	VCVTDQ2PS        Z0, Z0
 	VFMADD231PS.BCST (BX), Z0, Z1
-	VFMADD231PS.BCST 64(BX), Z0, Z3
-	VFMADD231PS.BCST 128(BX), Z0, Z5
+	VFMADD231PS.BCST 64(BX), Z0, Z5
+	VFMADD231PS.BCST 128(BX), Z0, Z7
 	VMOVDQU8.Z       16(DI), K2, Z0
 	VPMOVSXBD        X0, Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST (BX), Z0, Z2
-	VFMADD231PS.BCST 64(BX), Z0, Z4
-	VFMADD231PS.BCST 128(BX), Z0, Z6
+	VFMADD231PS.BCST (BX), Z0, Z4
+	VFMADD231PS.BCST 64(BX), Z0, Z6
+	VFMADD231PS.BCST 128(BX), Z0, Z8
 	ADDQ             R8, DI
 	ADDQ             R8, SI
 	ADDQ             $0x04, BX
 	DECQ             R9
 	JNZ              rows3_vecs2_masked_keys
 	VMOVUPS          Z1, (CX)
-	VMOVUPS          Z2, K2, 64(CX)
-	VMOVUPS          Z3, (CX)(DX*1)
-	VMOVUPS          Z4, K2, 64(CX)(DX*1)
-	VMOVUPS          Z5, (CX)(DX*2)
-	VMOVUPS          Z6, K2, 64(CX)(DX*2)
+	VMOVUPS          Z4, K2, 64(CX)
+	VMOVUPS          Z5, (CX)(DX*1)
+	VMOVUPS          Z6, K2, 64(CX)(DX*1)
+	VMOVUPS          Z7, (CX)(DX*2)
+	VMOVUPS          Z8, K2, 64(CX)(DX*2)
 	ADDQ             $0x02, 120(SP)
 	JMP              panelnext
 
@@ -73600,11 +72666,11 @@ rows3_vecs1_whole:
 	VMOVUPS      (CX), Z1
 	VMULPS       Z0, Z1, Z1
 	VBROADCASTSS 1028(AX)(SI*4), Z0
-	VMOVUPS      (CX)(DX*1), Z2
-	VMULPS       Z0, Z2, Z2
+	VMOVUPS      (CX)(DX*1), Z4
+	VMULPS       Z0, Z4, Z4
 	VBROADCASTSS 1032(AX)(SI*4), Z0
-	VMOVUPS      (CX)(DX*2), Z3
-	VMULPS       Z0, Z3, Z3
+	VMOVUPS      (CX)(DX*2), Z5
+	VMULPS       Z0, Z5, Z5
 	MOVQ         56(SP), R8
 	MOVQ         24(SP), R9
 	MOVQ         8(SP), DI
@@ -73637,16 +72703,16 @@ rows3_vecs1_whole_keys_fetched:
 	VPMOVSXBD        (DI), Z0
 	VCVTDQ2PS        Z0, Z0
 	VFMADD231PS.BCST (BX), Z0, Z1
-	VFMADD231PS.BCST 64(BX), Z0, Z2
-	VFMADD231PS.BCST 128(BX), Z0, Z3
+	VFMADD231PS.BCST 64(BX), Z0, Z4
+	VFMADD231PS.BCST 128(BX), Z0, Z5
 	ADDQ             R8, DI
 	ADDQ             R8, SI
 	ADDQ             $0x04, BX
 	DECQ             R9
 	JNZ              rows3_vecs1_whole_keys
 	VMOVUPS          Z1, (CX)
-	VMOVUPS          Z2, (CX)(DX*1)
-	VMOVUPS          Z3, (CX)(DX*2)
+	VMOVUPS          Z4, (CX)(DX*1)
+	VMOVUPS          Z5, (CX)(DX*2)
 	ADDQ             $0x01, 120(SP)
 	JMP              panelnext
 
@@ -73664,11 +72730,11 @@ rows3_vecs1_masked:
 	VMOVUPS.Z    (CX), K2, Z1
 	VMULPS       Z0, Z1, Z1
 	VBROADCASTSS 1028(AX)(SI*4), Z0
-	VMOVUPS.Z    (CX)(DX*1), K2, Z2
-	VMULPS       Z0, Z2, Z2
+	VMOVUPS.Z    (CX)(DX*1), K2, Z4
+	VMULPS       Z0, Z4, Z4
 	VBROADCASTSS 1032(AX)(SI*4), Z0
-	VMOVUPS.Z    (CX)(DX*2), K2, Z3
-	VMULPS       Z0, Z3, Z3
+	VMOVUPS.Z    (CX)(DX*2), K2, Z5
+	VMULPS       Z0, Z5, Z5
 	MOVQ         56(SP), R8
 	MOVQ         24(SP), R9
 	MOVQ         8(SP), DI
@@ -73702,16 +72768,16 @@ rows3_vecs1_masked_keys_fetched:
 	VPMOVSXBD        X0, Z0
 	VCVTDQ2PS        Z0, Z0
 	VFMADD231PS.BCST (BX), Z0, Z1
-	VFMADD231PS.BCST 64(BX), Z0, Z2
-	VFMADD231PS.BCST 128(BX), Z0, Z3
+	VFMADD231PS.BCST 64(BX), Z0, Z4
+	VFMADD231PS.BCST 128(BX), Z0, Z5
 	ADDQ             R8, DI
 	ADDQ             R8, SI
 	ADDQ             $0x04, BX
 	DECQ             R9
 	JNZ              rows3_vecs1_masked_keys
 	VMOVUPS          Z1, K2, (CX)
-	VMOVUPS          Z2, K2, (CX)(DX*1)
-	VMOVUPS          Z3, K2, (CX)(DX*2)
+	VMOVUPS          Z4, K2, (CX)(DX*1)
+	VMOVUPS          Z5, K2, (CX)(DX*2)
 	ADDQ             $0x01, 120(SP)
 	JMP              panelnext
 
@@ -73728,37 +72794,37 @@ rows2_vecs8_whole:
 	VBROADCASTSS 1024(AX)(SI*4), Z0
 	VMOVUPS      (CX), Z1
 	VMULPS       Z0, Z1, Z1
-	VMOVUPS      64(CX), Z2
-	VMULPS       Z0, Z2, Z2
-	VMOVUPS      128(CX), Z3
-	VMULPS       Z0, Z3, Z3
-	VMOVUPS      192(CX), Z4
+	VMOVUPS      64(CX), Z4
 	VMULPS       Z0, Z4, Z4
-	VMOVUPS      256(CX), Z5
+	VMOVUPS      128(CX), Z5
 	VMULPS       Z0, Z5, Z5
-	VMOVUPS      320(CX), Z6
+	VMOVUPS      192(CX), Z6
 	VMULPS       Z0, Z6, Z6
-	VMOVUPS      384(CX), Z7
+	VMOVUPS      256(CX), Z7
 	VMULPS       Z0, Z7, Z7
-	VMOVUPS      448(CX), Z8
+	VMOVUPS      320(CX), Z8
 	VMULPS       Z0, Z8, Z8
-	VBROADCASTSS 1028(AX)(SI*4), Z0
-	VMOVUPS      (CX)(DX*1), Z9
+	VMOVUPS      384(CX), Z9
 	VMULPS       Z0, Z9, Z9
-	VMOVUPS      64(CX)(DX*1), Z10
+	VMOVUPS      448(CX), Z10
 	VMULPS       Z0, Z10, Z10
-	VMOVUPS      128(CX)(DX*1), Z11
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z11
 	VMULPS       Z0, Z11, Z11
-	VMOVUPS      192(CX)(DX*1), Z12
+	VMOVUPS      64(CX)(DX*1), Z12
 	VMULPS       Z0, Z12, Z12
-	VMOVUPS      256(CX)(DX*1), Z13
+	VMOVUPS      128(CX)(DX*1), Z13
 	VMULPS       Z0, Z13, Z13
-	VMOVUPS      320(CX)(DX*1), Z14
+	VMOVUPS      192(CX)(DX*1), Z14
 	VMULPS       Z0, Z14, Z14
-	VMOVUPS      384(CX)(DX*1), Z15
+	VMOVUPS      256(CX)(DX*1), Z15
 	VMULPS       Z0, Z15, Z15
-	VMOVUPS      448(CX)(DX*1), Z16
+	VMOVUPS      320(CX)(DX*1), Z16
 	VMULPS       Z0, Z16, Z16
+	VMOVUPS      384(CX)(DX*1), Z17
+	VMULPS       Z0, Z17, Z17
+	VMOVUPS      448(CX)(DX*1), Z18
+	VMULPS       Z0, Z18, Z18
 	MOVQ         56(SP), R8
 	MOVQ         24(SP), R9
 	MOVQ         8(SP), DI
@@ -73798,56 +72864,56 @@ rows2_vecs8_whole_keys_fetched:
 	VPMOVSXBD        (DI), Z0
 	VCVTDQ2PS        Z0, Z0
 	VFMADD231PS.BCST (BX), Z0, Z1
-	VFMADD231PS.BCST 64(BX), Z0, Z9
+	VFMADD231PS.BCST 64(BX), Z0, Z11
 	VPMOVSXBD        16(DI), Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST (BX), Z0, Z2
-	VFMADD231PS.BCST 64(BX), Z0, Z10
+	VFMADD231PS.BCST (BX), Z0, Z4
+	VFMADD231PS.BCST 64(BX), Z0, Z12
 	VPMOVSXBD        32(DI), Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST 1024(BX), Z0, Z3
-	VFMADD231PS.BCST 1088(BX), Z0, Z11
+	VFMADD231PS.BCST 1024(BX), Z0, Z5
+	VFMADD231PS.BCST 1088(BX), Z0, Z13
 	VPMOVSXBD        48(DI), Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST 1024(BX), Z0, Z4
-	VFMADD231PS.BCST 1088(BX), Z0, Z12
+	VFMADD231PS.BCST 1024(BX), Z0, Z6
+	VFMADD231PS.BCST 1088(BX), Z0, Z14
 	VPMOVSXBD        64(DI), Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST 2048(BX), Z0, Z5
-	VFMADD231PS.BCST 2112(BX), Z0, Z13
+	VFMADD231PS.BCST 2048(BX), Z0, Z7
+	VFMADD231PS.BCST 2112(BX), Z0, Z15
 	VPMOVSXBD        80(DI), Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST 2048(BX), Z0, Z6
-	VFMADD231PS.BCST 2112(BX), Z0, Z14
+	VFMADD231PS.BCST 2048(BX), Z0, Z8
+	VFMADD231PS.BCST 2112(BX), Z0, Z16
 	VPMOVSXBD        96(DI), Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST 3072(BX), Z0, Z7
-	VFMADD231PS.BCST 3136(BX), Z0, Z15
+	VFMADD231PS.BCST 3072(BX), Z0, Z9
+	VFMADD231PS.BCST 3136(BX), Z0, Z17
 	VPMOVSXBD        112(DI), Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST 3072(BX), Z0, Z8
-	VFMADD231PS.BCST 3136(BX), Z0, Z16
+	VFMADD231PS.BCST 3072(BX), Z0, Z10
+	VFMADD231PS.BCST 3136(BX), Z0, Z18
 	ADDQ             R8, DI
 	ADDQ             R8, SI
 	ADDQ             $0x04, BX
 	DECQ             R9
 	JNZ              rows2_vecs8_whole_keys
 	VMOVUPS          Z1, (CX)
-	VMOVUPS          Z2, 64(CX)
-	VMOVUPS          Z3, 128(CX)
-	VMOVUPS          Z4, 192(CX)
-	VMOVUPS          Z5, 256(CX)
-	VMOVUPS          Z6, 320(CX)
-	VMOVUPS          Z7, 384(CX)
-	VMOVUPS          Z8, 448(CX)
-	VMOVUPS          Z9, (CX)(DX*1)
-	VMOVUPS          Z10, 64(CX)(DX*1)
-	VMOVUPS          Z11, 128(CX)(DX*1)
-	VMOVUPS          Z12, 192(CX)(DX*1)
-	VMOVUPS          Z13, 256(CX)(DX*1)
-	VMOVUPS          Z14, 320(CX)(DX*1)
-	VMOVUPS          Z15, 384(CX)(DX*1)
-	VMOVUPS          Z16, 448(CX)(DX*1)
+	VMOVUPS          Z4, 64(CX)
+	VMOVUPS          Z5, 128(CX)
+	VMOVUPS          Z6, 192(CX)
+	VMOVUPS          Z7, 256(CX)
+	VMOVUPS          Z8, 320(CX)
+	VMOVUPS          Z9, 384(CX)
+	VMOVUPS          Z10, 448(CX)
+	VMOVUPS          Z11, (CX)(DX*1)
+	VMOVUPS          Z12, 64(CX)(DX*1)
+	VMOVUPS          Z13, 128(CX)(DX*1)
+	VMOVUPS          Z14, 192(CX)(DX*1)
+	VMOVUPS          Z15, 256(CX)(DX*1)
+	VMOVUPS          Z16, 320(CX)(DX*1)
+	VMOVUPS          Z17, 384(CX)(DX*1)
+	VMOVUPS          Z18, 448(CX)(DX*1)
 	ADDQ             $0x08, 120(SP)
 	JMP              panelnext
 
@@ -73864,37 +72930,37 @@ rows2_vecs8_masked:
 	VBROADCASTSS 1024(AX)(SI*4), Z0
 	VMOVUPS      (CX), Z1
 	VMULPS       Z0, Z1, Z1
-	VMOVUPS      64(CX), Z2
-	VMULPS       Z0, Z2, Z2
-	VMOVUPS      128(CX), Z3
-	VMULPS       Z0, Z3, Z3
-	VMOVUPS      192(CX), Z4
+	VMOVUPS      64(CX), Z4
 	VMULPS       Z0, Z4, Z4
-	VMOVUPS      256(CX), Z5
+	VMOVUPS      128(CX), Z5
 	VMULPS       Z0, Z5, Z5
-	VMOVUPS      320(CX), Z6
+	VMOVUPS      192(CX), Z6
 	VMULPS       Z0, Z6, Z6
-	VMOVUPS      384(CX), Z7
+	VMOVUPS      256(CX), Z7
 	VMULPS       Z0, Z7, Z7
-	VMOVUPS.Z    448(CX), K2, Z8
+	VMOVUPS      320(CX), Z8
 	VMULPS       Z0, Z8, Z8
-	VBROADCASTSS 1028(AX)(SI*4), Z0
-	VMOVUPS      (CX)(DX*1), Z9
+	VMOVUPS      384(CX), Z9
 	VMULPS       Z0, Z9, Z9
-	VMOVUPS      64(CX)(DX*1), Z10
+	VMOVUPS.Z    448(CX), K2, Z10
 	VMULPS       Z0, Z10, Z10
-	VMOVUPS      128(CX)(DX*1), Z11
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z11
 	VMULPS       Z0, Z11, Z11
-	VMOVUPS      192(CX)(DX*1), Z12
+	VMOVUPS      64(CX)(DX*1), Z12
 	VMULPS       Z0, Z12, Z12
-	VMOVUPS      256(CX)(DX*1), Z13
+	VMOVUPS      128(CX)(DX*1), Z13
 	VMULPS       Z0, Z13, Z13
-	VMOVUPS      320(CX)(DX*1), Z14
+	VMOVUPS      192(CX)(DX*1), Z14
 	VMULPS       Z0, Z14, Z14
-	VMOVUPS      384(CX)(DX*1), Z15
+	VMOVUPS      256(CX)(DX*1), Z15
 	VMULPS       Z0, Z15, Z15
-	VMOVUPS.Z    448(CX)(DX*1), K2, Z16
+	VMOVUPS      320(CX)(DX*1), Z16
 	VMULPS       Z0, Z16, Z16
+	VMOVUPS      384(CX)(DX*1), Z17
+	VMULPS       Z0, Z17, Z17
+	VMOVUPS.Z    448(CX)(DX*1), K2, Z18
+	VMULPS       Z0, Z18, Z18
 	MOVQ         56(SP), R8
 	MOVQ         24(SP), R9
 	MOVQ         8(SP), DI
@@ -73934,57 +73000,57 @@ rows2_vecs8_masked_keys_fetched:
 	VPMOVSXBD        (DI), Z0
 	VCVTDQ2PS        Z0, Z0
 	VFMADD231PS.BCST (BX), Z0, Z1
-	VFMADD231PS.BCST 64(BX), Z0, Z9
+	VFMADD231PS.BCST 64(BX), Z0, Z11
 	VPMOVSXBD        16(DI), Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST (BX), Z0, Z2
-	VFMADD231PS.BCST 64(BX), Z0, Z10
+	VFMADD231PS.BCST (BX), Z0, Z4
+	VFMADD231PS.BCST 64(BX), Z0, Z12
 	VPMOVSXBD        32(DI), Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST 1024(BX), Z0, Z3
-	VFMADD231PS.BCST 1088(BX), Z0, Z11
+	VFMADD231PS.BCST 1024(BX), Z0, Z5
+	VFMADD231PS.BCST 1088(BX), Z0, Z13
 	VPMOVSXBD        48(DI), Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST 1024(BX), Z0, Z4
-	VFMADD231PS.BCST 1088(BX), Z0, Z12
+	VFMADD231PS.BCST 1024(BX), Z0, Z6
+	VFMADD231PS.BCST 1088(BX), Z0, Z14
 	VPMOVSXBD        64(DI), Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST 2048(BX), Z0, Z5
-	VFMADD231PS.BCST 2112(BX), Z0, Z13
+	VFMADD231PS.BCST 2048(BX), Z0, Z7
+	VFMADD231PS.BCST 2112(BX), Z0, Z15
 	VPMOVSXBD        80(DI), Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST 2048(BX), Z0, Z6
-	VFMADD231PS.BCST 2112(BX), Z0, Z14
+	VFMADD231PS.BCST 2048(BX), Z0, Z8
+	VFMADD231PS.BCST 2112(BX), Z0, Z16
 	VPMOVSXBD        96(DI), Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST 3072(BX), Z0, Z7
-	VFMADD231PS.BCST 3136(BX), Z0, Z15
+	VFMADD231PS.BCST 3072(BX), Z0, Z9
+	VFMADD231PS.BCST 3136(BX), Z0, Z17
 	VMOVDQU8.Z       112(DI), K2, Z0
 	VPMOVSXBD        X0, Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST 3072(BX), Z0, Z8
-	VFMADD231PS.BCST 3136(BX), Z0, Z16
+	VFMADD231PS.BCST 3072(BX), Z0, Z10
+	VFMADD231PS.BCST 3136(BX), Z0, Z18
 	ADDQ             R8, DI
 	ADDQ             R8, SI
 	ADDQ             $0x04, BX
 	DECQ             R9
 	JNZ              rows2_vecs8_masked_keys
 	VMOVUPS          Z1, (CX)
-	VMOVUPS          Z2, 64(CX)
-	VMOVUPS          Z3, 128(CX)
-	VMOVUPS          Z4, 192(CX)
-	VMOVUPS          Z5, 256(CX)
-	VMOVUPS          Z6, 320(CX)
-	VMOVUPS          Z7, 384(CX)
-	VMOVUPS          Z8, K2, 448(CX)
-	VMOVUPS          Z9, (CX)(DX*1)
-	VMOVUPS          Z10, 64(CX)(DX*1)
-	VMOVUPS          Z11, 128(CX)(DX*1)
-	VMOVUPS          Z12, 192(CX)(DX*1)
-	VMOVUPS          Z13, 256(CX)(DX*1)
-	VMOVUPS          Z14, 320(CX)(DX*1)
-	VMOVUPS          Z15, 384(CX)(DX*1)
-	VMOVUPS          Z16, K2, 448(CX)(DX*1)
+	VMOVUPS          Z4, 64(CX)
+	VMOVUPS          Z5, 128(CX)
+	VMOVUPS          Z6, 192(CX)
+	VMOVUPS          Z7, 256(CX)
+	VMOVUPS          Z8, 320(CX)
+	VMOVUPS          Z9, 384(CX)
+	VMOVUPS          Z10, K2, 448(CX)
+	VMOVUPS          Z11, (CX)(DX*1)
+	VMOVUPS          Z12, 64(CX)(DX*1)
+	VMOVUPS          Z13, 128(CX)(DX*1)
+	VMOVUPS          Z14, 192(CX)(DX*1)
+	VMOVUPS          Z15, 256(CX)(DX*1)
+	VMOVUPS          Z16, 320(CX)(DX*1)
+	VMOVUPS          Z17, 384(CX)(DX*1)
+	VMOVUPS          Z18, K2, 448(CX)(DX*1)
 	ADDQ             $0x08, 120(SP)
 	JMP              panelnext
 
@@ -74001,33 +73067,33 @@ rows2_vecs7_whole:
 	VBROADCASTSS 1024(AX)(SI*4), Z0
 	VMOVUPS      (CX), Z1
 	VMULPS       Z0, Z1, Z1
-	VMOVUPS      64(CX), Z2
-	VMULPS       Z0, Z2, Z2
-	VMOVUPS      128(CX), Z3
-	VMULPS       Z0, Z3, Z3
-	VMOVUPS      192(CX), Z4
+	VMOVUPS      64(CX), Z4
 	VMULPS       Z0, Z4, Z4
-	VMOVUPS      256(CX), Z5
+	VMOVUPS      128(CX), Z5
 	VMULPS       Z0, Z5, Z5
-	VMOVUPS      320(CX), Z6
+	VMOVUPS      192(CX), Z6
 	VMULPS       Z0, Z6, Z6
-	VMOVUPS      384(CX), Z7
+	VMOVUPS      256(CX), Z7
 	VMULPS       Z0, Z7, Z7
-	VBROADCASTSS 1028(AX)(SI*4), Z0
-	VMOVUPS      (CX)(DX*1), Z8
+	VMOVUPS      320(CX), Z8
 	VMULPS       Z0, Z8, Z8
-	VMOVUPS      64(CX)(DX*1), Z9
+	VMOVUPS      384(CX), Z9
 	VMULPS       Z0, Z9, Z9
-	VMOVUPS      128(CX)(DX*1), Z10
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z10
 	VMULPS       Z0, Z10, Z10
-	VMOVUPS      192(CX)(DX*1), Z11
+	VMOVUPS      64(CX)(DX*1), Z11
 	VMULPS       Z0, Z11, Z11
-	VMOVUPS      256(CX)(DX*1), Z12
+	VMOVUPS      128(CX)(DX*1), Z12
 	VMULPS       Z0, Z12, Z12
-	VMOVUPS      320(CX)(DX*1), Z13
+	VMOVUPS      192(CX)(DX*1), Z13
 	VMULPS       Z0, Z13, Z13
-	VMOVUPS      384(CX)(DX*1), Z14
+	VMOVUPS      256(CX)(DX*1), Z14
 	VMULPS       Z0, Z14, Z14
+	VMOVUPS      320(CX)(DX*1), Z15
+	VMULPS       Z0, Z15, Z15
+	VMOVUPS      384(CX)(DX*1), Z16
+	VMULPS       Z0, Z16, Z16
 	MOVQ         56(SP), R8
 	MOVQ         24(SP), R9
 	MOVQ         8(SP), DI
@@ -74066,50 +73132,50 @@ rows2_vecs7_whole_keys_fetched:
 	VPMOVSXBD        (DI), Z0
 	VCVTDQ2PS        Z0, Z0
 	VFMADD231PS.BCST (BX), Z0, Z1
-	VFMADD231PS.BCST 64(BX), Z0, Z8
+	VFMADD231PS.BCST 64(BX), Z0, Z10
 	VPMOVSXBD        16(DI), Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST (BX), Z0, Z2
-	VFMADD231PS.BCST 64(BX), Z0, Z9
+	VFMADD231PS.BCST (BX), Z0, Z4
+	VFMADD231PS.BCST 64(BX), Z0, Z11
 	VPMOVSXBD        32(DI), Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST 1024(BX), Z0, Z3
-	VFMADD231PS.BCST 1088(BX), Z0, Z10
+	VFMADD231PS.BCST 1024(BX), Z0, Z5
+	VFMADD231PS.BCST 1088(BX), Z0, Z12
 	VPMOVSXBD        48(DI), Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST 1024(BX), Z0, Z4
-	VFMADD231PS.BCST 1088(BX), Z0, Z11
+	VFMADD231PS.BCST 1024(BX), Z0, Z6
+	VFMADD231PS.BCST 1088(BX), Z0, Z13
 	VPMOVSXBD        64(DI), Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST 2048(BX), Z0, Z5
-	VFMADD231PS.BCST 2112(BX), Z0, Z12
+	VFMADD231PS.BCST 2048(BX), Z0, Z7
+	VFMADD231PS.BCST 2112(BX), Z0, Z14
 	VPMOVSXBD        80(DI), Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST 2048(BX), Z0, Z6
-	VFMADD231PS.BCST 2112(BX), Z0, Z13
+	VFMADD231PS.BCST 2048(BX), Z0, Z8
+	VFMADD231PS.BCST 2112(BX), Z0, Z15
 	VPMOVSXBD        96(DI), Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST 3072(BX), Z0, Z7
-	VFMADD231PS.BCST 3136(BX), Z0, Z14
+	VFMADD231PS.BCST 3072(BX), Z0, Z9
+	VFMADD231PS.BCST 3136(BX), Z0, Z16
 	ADDQ             R8, DI
 	ADDQ             R8, SI
 	ADDQ             $0x04, BX
 	DECQ             R9
 	JNZ              rows2_vecs7_whole_keys
 	VMOVUPS          Z1, (CX)
-	VMOVUPS          Z2, 64(CX)
-	VMOVUPS          Z3, 128(CX)
-	VMOVUPS          Z4, 192(CX)
-	VMOVUPS          Z5, 256(CX)
-	VMOVUPS          Z6, 320(CX)
-	VMOVUPS          Z7, 384(CX)
-	VMOVUPS          Z8, (CX)(DX*1)
-	VMOVUPS          Z9, 64(CX)(DX*1)
-	VMOVUPS          Z10, 128(CX)(DX*1)
-	VMOVUPS          Z11, 192(CX)(DX*1)
-	VMOVUPS          Z12, 256(CX)(DX*1)
-	VMOVUPS          Z13, 320(CX)(DX*1)
-	VMOVUPS          Z14, 384(CX)(DX*1)
+	VMOVUPS          Z4, 64(CX)
+	VMOVUPS          Z5, 128(CX)
+	VMOVUPS          Z6, 192(CX)
+	VMOVUPS          Z7, 256(CX)
+	VMOVUPS          Z8, 320(CX)
+	VMOVUPS          Z9, 384(CX)
+	VMOVUPS          Z10, (CX)(DX*1)
+	VMOVUPS          Z11, 64(CX)(DX*1)
+	VMOVUPS          Z12, 128(CX)(DX*1)
+	VMOVUPS          Z13, 192(CX)(DX*1)
+	VMOVUPS          Z14, 256(CX)(DX*1)
+	VMOVUPS          Z15, 320(CX)(DX*1)
+	VMOVUPS          Z16, 384(CX)(DX*1)
 	ADDQ             $0x07, 120(SP)
 	JMP              panelnext
 
@@ -74126,33 +73192,33 @@ rows2_vecs7_masked:
 	VBROADCASTSS 1024(AX)(SI*4), Z0
 	VMOVUPS      (CX), Z1
 	VMULPS       Z0, Z1, Z1
-	VMOVUPS      64(CX), Z2
-	VMULPS       Z0, Z2, Z2
-	VMOVUPS      128(CX), Z3
-	VMULPS       Z0, Z3, Z3
-	VMOVUPS      192(CX), Z4
+	VMOVUPS      64(CX), Z4
 	VMULPS       Z0, Z4, Z4
-	VMOVUPS      256(CX), Z5
+	VMOVUPS      128(CX), Z5
 	VMULPS       Z0, Z5, Z5
-	VMOVUPS      320(CX), Z6
+	VMOVUPS      192(CX), Z6
 	VMULPS       Z0, Z6, Z6
-	VMOVUPS.Z    384(CX), K2, Z7
+	VMOVUPS      256(CX), Z7
 	VMULPS       Z0, Z7, Z7
-	VBROADCASTSS 1028(AX)(SI*4), Z0
-	VMOVUPS      (CX)(DX*1), Z8
+	VMOVUPS      320(CX), Z8
 	VMULPS       Z0, Z8, Z8
-	VMOVUPS      64(CX)(DX*1), Z9
+	VMOVUPS.Z    384(CX), K2, Z9
 	VMULPS       Z0, Z9, Z9
-	VMOVUPS      128(CX)(DX*1), Z10
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z10
 	VMULPS       Z0, Z10, Z10
-	VMOVUPS      192(CX)(DX*1), Z11
+	VMOVUPS      64(CX)(DX*1), Z11
 	VMULPS       Z0, Z11, Z11
-	VMOVUPS      256(CX)(DX*1), Z12
+	VMOVUPS      128(CX)(DX*1), Z12
 	VMULPS       Z0, Z12, Z12
-	VMOVUPS      320(CX)(DX*1), Z13
+	VMOVUPS      192(CX)(DX*1), Z13
 	VMULPS       Z0, Z13, Z13
-	VMOVUPS.Z    384(CX)(DX*1), K2, Z14
+	VMOVUPS      256(CX)(DX*1), Z14
 	VMULPS       Z0, Z14, Z14
+	VMOVUPS      320(CX)(DX*1), Z15
+	VMULPS       Z0, Z15, Z15
+	VMOVUPS.Z    384(CX)(DX*1), K2, Z16
+	VMULPS       Z0, Z16, Z16
 	MOVQ         56(SP), R8
 	MOVQ         24(SP), R9
 	MOVQ         8(SP), DI
@@ -74191,51 +73257,51 @@ rows2_vecs7_masked_keys_fetched:
 	VPMOVSXBD        (DI), Z0
 	VCVTDQ2PS        Z0, Z0
 	VFMADD231PS.BCST (BX), Z0, Z1
-	VFMADD231PS.BCST 64(BX), Z0, Z8
+	VFMADD231PS.BCST 64(BX), Z0, Z10
 	VPMOVSXBD        16(DI), Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST (BX), Z0, Z2
-	VFMADD231PS.BCST 64(BX), Z0, Z9
+	VFMADD231PS.BCST (BX), Z0, Z4
+	VFMADD231PS.BCST 64(BX), Z0, Z11
 	VPMOVSXBD        32(DI), Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST 1024(BX), Z0, Z3
-	VFMADD231PS.BCST 1088(BX), Z0, Z10
+	VFMADD231PS.BCST 1024(BX), Z0, Z5
+	VFMADD231PS.BCST 1088(BX), Z0, Z12
 	VPMOVSXBD        48(DI), Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST 1024(BX), Z0, Z4
-	VFMADD231PS.BCST 1088(BX), Z0, Z11
+	VFMADD231PS.BCST 1024(BX), Z0, Z6
+	VFMADD231PS.BCST 1088(BX), Z0, Z13
 	VPMOVSXBD        64(DI), Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST 2048(BX), Z0, Z5
-	VFMADD231PS.BCST 2112(BX), Z0, Z12
+	VFMADD231PS.BCST 2048(BX), Z0, Z7
+	VFMADD231PS.BCST 2112(BX), Z0, Z14
 	VPMOVSXBD        80(DI), Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST 2048(BX), Z0, Z6
-	VFMADD231PS.BCST 2112(BX), Z0, Z13
+	VFMADD231PS.BCST 2048(BX), Z0, Z8
+	VFMADD231PS.BCST 2112(BX), Z0, Z15
 	VMOVDQU8.Z       96(DI), K2, Z0
 	VPMOVSXBD        X0, Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST 3072(BX), Z0, Z7
-	VFMADD231PS.BCST 3136(BX), Z0, Z14
+	VFMADD231PS.BCST 3072(BX), Z0, Z9
+	VFMADD231PS.BCST 3136(BX), Z0, Z16
 	ADDQ             R8, DI
 	ADDQ             R8, SI
 	ADDQ             $0x04, BX
 	DECQ             R9
 	JNZ              rows2_vecs7_masked_keys
 	VMOVUPS          Z1, (CX)
-	VMOVUPS          Z2, 64(CX)
-	VMOVUPS          Z3, 128(CX)
-	VMOVUPS          Z4, 192(CX)
-	VMOVUPS          Z5, 256(CX)
-	VMOVUPS          Z6, 320(CX)
-	VMOVUPS          Z7, K2, 384(CX)
-	VMOVUPS          Z8, (CX)(DX*1)
-	VMOVUPS          Z9, 64(CX)(DX*1)
-	VMOVUPS          Z10, 128(CX)(DX*1)
-	VMOVUPS          Z11, 192(CX)(DX*1)
-	VMOVUPS          Z12, 256(CX)(DX*1)
-	VMOVUPS          Z13, 320(CX)(DX*1)
-	VMOVUPS          Z14, K2, 384(CX)(DX*1)
+	VMOVUPS          Z4, 64(CX)
+	VMOVUPS          Z5, 128(CX)
+	VMOVUPS          Z6, 192(CX)
+	VMOVUPS          Z7, 256(CX)
+	VMOVUPS          Z8, 320(CX)
+	VMOVUPS          Z9, K2, 384(CX)
+	VMOVUPS          Z10, (CX)(DX*1)
+	VMOVUPS          Z11, 64(CX)(DX*1)
+	VMOVUPS          Z12, 128(CX)(DX*1)
+	VMOVUPS          Z13, 192(CX)(DX*1)
+	VMOVUPS          Z14, 256(CX)(DX*1)
+	VMOVUPS          Z15, 320(CX)(DX*1)
+	VMOVUPS          Z16, K2, 384(CX)(DX*1)
 	ADDQ             $0x07, 120(SP)
 	JMP              panelnext
 
@@ -74252,29 +73318,29 @@ rows2_vecs6_whole:
 	VBROADCASTSS 1024(AX)(SI*4), Z0
 	VMOVUPS      (CX), Z1
 	VMULPS       Z0, Z1, Z1
-	VMOVUPS      64(CX), Z2
-	VMULPS       Z0, Z2, Z2
-	VMOVUPS      128(CX), Z3
-	VMULPS       Z0, Z3, Z3
-	VMOVUPS      192(CX), Z4
+	VMOVUPS      64(CX), Z4
 	VMULPS       Z0, Z4, Z4
-	VMOVUPS      256(CX), Z5
+	VMOVUPS      128(CX), Z5
 	VMULPS       Z0, Z5, Z5
-	VMOVUPS      320(CX), Z6
+	VMOVUPS      192(CX), Z6
 	VMULPS       Z0, Z6, Z6
-	VBROADCASTSS 1028(AX)(SI*4), Z0
-	VMOVUPS      (CX)(DX*1), Z7
+	VMOVUPS      256(CX), Z7
 	VMULPS       Z0, Z7, Z7
-	VMOVUPS      64(CX)(DX*1), Z8
+	VMOVUPS      320(CX), Z8
 	VMULPS       Z0, Z8, Z8
-	VMOVUPS      128(CX)(DX*1), Z9
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z9
 	VMULPS       Z0, Z9, Z9
-	VMOVUPS      192(CX)(DX*1), Z10
+	VMOVUPS      64(CX)(DX*1), Z10
 	VMULPS       Z0, Z10, Z10
-	VMOVUPS      256(CX)(DX*1), Z11
+	VMOVUPS      128(CX)(DX*1), Z11
 	VMULPS       Z0, Z11, Z11
-	VMOVUPS      320(CX)(DX*1), Z12
+	VMOVUPS      192(CX)(DX*1), Z12
 	VMULPS       Z0, Z12, Z12
+	VMOVUPS      256(CX)(DX*1), Z13
+	VMULPS       Z0, Z13, Z13
+	VMOVUPS      320(CX)(DX*1), Z14
+	VMULPS       Z0, Z14, Z14
 	MOVQ         56(SP), R8
 	MOVQ         24(SP), R9
 	MOVQ         8(SP), DI
@@ -74312,44 +73378,44 @@ rows2_vecs6_whole_keys_fetched:
 	VPMOVSXBD        (DI), Z0
 	VCVTDQ2PS        Z0, Z0
 	VFMADD231PS.BCST (BX), Z0, Z1
-	VFMADD231PS.BCST 64(BX), Z0, Z7
+	VFMADD231PS.BCST 64(BX), Z0, Z9
 	VPMOVSXBD        16(DI), Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST (BX), Z0, Z2
-	VFMADD231PS.BCST 64(BX), Z0, Z8
+	VFMADD231PS.BCST (BX), Z0, Z4
+	VFMADD231PS.BCST 64(BX), Z0, Z10
 	VPMOVSXBD        32(DI), Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST 1024(BX), Z0, Z3
-	VFMADD231PS.BCST 1088(BX), Z0, Z9
+	VFMADD231PS.BCST 1024(BX), Z0, Z5
+	VFMADD231PS.BCST 1088(BX), Z0, Z11
 	VPMOVSXBD        48(DI), Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST 1024(BX), Z0, Z4
-	VFMADD231PS.BCST 1088(BX), Z0, Z10
+	VFMADD231PS.BCST 1024(BX), Z0, Z6
+	VFMADD231PS.BCST 1088(BX), Z0, Z12
 	VPMOVSXBD        64(DI), Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST 2048(BX), Z0, Z5
-	VFMADD231PS.BCST 2112(BX), Z0, Z11
+	VFMADD231PS.BCST 2048(BX), Z0, Z7
+	VFMADD231PS.BCST 2112(BX), Z0, Z13
 	VPMOVSXBD        80(DI), Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST 2048(BX), Z0, Z6
-	VFMADD231PS.BCST 2112(BX), Z0, Z12
+	VFMADD231PS.BCST 2048(BX), Z0, Z8
+	VFMADD231PS.BCST 2112(BX), Z0, Z14
 	ADDQ             R8, DI
 	ADDQ             R8, SI
 	ADDQ             $0x04, BX
 	DECQ             R9
 	JNZ              rows2_vecs6_whole_keys
 	VMOVUPS          Z1, (CX)
-	VMOVUPS          Z2, 64(CX)
-	VMOVUPS          Z3, 128(CX)
-	VMOVUPS          Z4, 192(CX)
-	VMOVUPS          Z5, 256(CX)
-	VMOVUPS          Z6, 320(CX)
-	VMOVUPS          Z7, (CX)(DX*1)
-	VMOVUPS          Z8, 64(CX)(DX*1)
-	VMOVUPS          Z9, 128(CX)(DX*1)
-	VMOVUPS          Z10, 192(CX)(DX*1)
-	VMOVUPS          Z11, 256(CX)(DX*1)
-	VMOVUPS          Z12, 320(CX)(DX*1)
+	VMOVUPS          Z4, 64(CX)
+	VMOVUPS          Z5, 128(CX)
+	VMOVUPS          Z6, 192(CX)
+	VMOVUPS          Z7, 256(CX)
+	VMOVUPS          Z8, 320(CX)
+	VMOVUPS          Z9, (CX)(DX*1)
+	VMOVUPS          Z10, 64(CX)(DX*1)
+	VMOVUPS          Z11, 128(CX)(DX*1)
+	VMOVUPS          Z12, 192(CX)(DX*1)
+	VMOVUPS          Z13, 256(CX)(DX*1)
+	VMOVUPS          Z14, 320(CX)(DX*1)
 	ADDQ             $0x06, 120(SP)
 	JMP              panelnext
 
@@ -74366,29 +73432,29 @@ rows2_vecs6_masked:
 	VBROADCASTSS 1024(AX)(SI*4), Z0
 	VMOVUPS      (CX), Z1
 	VMULPS       Z0, Z1, Z1
-	VMOVUPS      64(CX), Z2
-	VMULPS       Z0, Z2, Z2
-	VMOVUPS      128(CX), Z3
-	VMULPS       Z0, Z3, Z3
-	VMOVUPS      192(CX), Z4
+	VMOVUPS      64(CX), Z4
 	VMULPS       Z0, Z4, Z4
-	VMOVUPS      256(CX), Z5
+	VMOVUPS      128(CX), Z5
 	VMULPS       Z0, Z5, Z5
-	VMOVUPS.Z    320(CX), K2, Z6
+	VMOVUPS      192(CX), Z6
 	VMULPS       Z0, Z6, Z6
-	VBROADCASTSS 1028(AX)(SI*4), Z0
-	VMOVUPS      (CX)(DX*1), Z7
+	VMOVUPS      256(CX), Z7
 	VMULPS       Z0, Z7, Z7
-	VMOVUPS      64(CX)(DX*1), Z8
+	VMOVUPS.Z    320(CX), K2, Z8
 	VMULPS       Z0, Z8, Z8
-	VMOVUPS      128(CX)(DX*1), Z9
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z9
 	VMULPS       Z0, Z9, Z9
-	VMOVUPS      192(CX)(DX*1), Z10
+	VMOVUPS      64(CX)(DX*1), Z10
 	VMULPS       Z0, Z10, Z10
-	VMOVUPS      256(CX)(DX*1), Z11
+	VMOVUPS      128(CX)(DX*1), Z11
 	VMULPS       Z0, Z11, Z11
-	VMOVUPS.Z    320(CX)(DX*1), K2, Z12
+	VMOVUPS      192(CX)(DX*1), Z12
 	VMULPS       Z0, Z12, Z12
+	VMOVUPS      256(CX)(DX*1), Z13
+	VMULPS       Z0, Z13, Z13
+	VMOVUPS.Z    320(CX)(DX*1), K2, Z14
+	VMULPS       Z0, Z14, Z14
 	MOVQ         56(SP), R8
 	MOVQ         24(SP), R9
 	MOVQ         8(SP), DI
@@ -74426,45 +73492,45 @@ rows2_vecs6_masked_keys_fetched:
 	VPMOVSXBD        (DI), Z0
 	VCVTDQ2PS        Z0, Z0
 	VFMADD231PS.BCST (BX), Z0, Z1
-	VFMADD231PS.BCST 64(BX), Z0, Z7
+	VFMADD231PS.BCST 64(BX), Z0, Z9
 	VPMOVSXBD        16(DI), Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST (BX), Z0, Z2
-	VFMADD231PS.BCST 64(BX), Z0, Z8
+	VFMADD231PS.BCST (BX), Z0, Z4
+	VFMADD231PS.BCST 64(BX), Z0, Z10
 	VPMOVSXBD        32(DI), Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST 1024(BX), Z0, Z3
-	VFMADD231PS.BCST 1088(BX), Z0, Z9
+	VFMADD231PS.BCST 1024(BX), Z0, Z5
+	VFMADD231PS.BCST 1088(BX), Z0, Z11
 	VPMOVSXBD        48(DI), Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST 1024(BX), Z0, Z4
-	VFMADD231PS.BCST 1088(BX), Z0, Z10
+	VFMADD231PS.BCST 1024(BX), Z0, Z6
+	VFMADD231PS.BCST 1088(BX), Z0, Z12
 	VPMOVSXBD        64(DI), Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST 2048(BX), Z0, Z5
-	VFMADD231PS.BCST 2112(BX), Z0, Z11
+	VFMADD231PS.BCST 2048(BX), Z0, Z7
+	VFMADD231PS.BCST 2112(BX), Z0, Z13
 	VMOVDQU8.Z       80(DI), K2, Z0
 	VPMOVSXBD        X0, Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST 2048(BX), Z0, Z6
-	VFMADD231PS.BCST 2112(BX), Z0, Z12
+	VFMADD231PS.BCST 2048(BX), Z0, Z8
+	VFMADD231PS.BCST 2112(BX), Z0, Z14
 	ADDQ             R8, DI
 	ADDQ             R8, SI
 	ADDQ             $0x04, BX
 	DECQ             R9
 	JNZ              rows2_vecs6_masked_keys
 	VMOVUPS          Z1, (CX)
-	VMOVUPS          Z2, 64(CX)
-	VMOVUPS          Z3, 128(CX)
-	VMOVUPS          Z4, 192(CX)
-	VMOVUPS          Z5, 256(CX)
-	VMOVUPS          Z6, K2, 320(CX)
-	VMOVUPS          Z7, (CX)(DX*1)
-	VMOVUPS          Z8, 64(CX)(DX*1)
-	VMOVUPS          Z9, 128(CX)(DX*1)
-	VMOVUPS          Z10, 192(CX)(DX*1)
-	VMOVUPS          Z11, 256(CX)(DX*1)
-	VMOVUPS          Z12, K2, 320(CX)(DX*1)
+	VMOVUPS          Z4, 64(CX)
+	VMOVUPS          Z5, 128(CX)
+	VMOVUPS          Z6, 192(CX)
+	VMOVUPS          Z7, 256(CX)
+	VMOVUPS          Z8, K2, 320(CX)
+	VMOVUPS          Z9, (CX)(DX*1)
+	VMOVUPS          Z10, 64(CX)(DX*1)
+	VMOVUPS          Z11, 128(CX)(DX*1)
+	VMOVUPS          Z12, 192(CX)(DX*1)
+	VMOVUPS          Z13, 256(CX)(DX*1)
+	VMOVUPS          Z14, K2, 320(CX)(DX*1)
 	ADDQ             $0x06, 120(SP)
 	JMP              panelnext
 
@@ -74481,25 +73547,25 @@ rows2_vecs5_whole:
 	VBROADCASTSS 1024(AX)(SI*4), Z0
 	VMOVUPS      (CX), Z1
 	VMULPS       Z0, Z1, Z1
-	VMOVUPS      64(CX), Z2
-	VMULPS       Z0, Z2, Z2
-	VMOVUPS      128(CX), Z3
-	VMULPS       Z0, Z3, Z3
-	VMOVUPS      192(CX), Z4
+	VMOVUPS      64(CX), Z4
 	VMULPS       Z0, Z4, Z4
-	VMOVUPS      256(CX), Z5
+	VMOVUPS      128(CX), Z5
 	VMULPS       Z0, Z5, Z5
-	VBROADCASTSS 1028(AX)(SI*4), Z0
-	VMOVUPS      (CX)(DX*1), Z6
+	VMOVUPS      192(CX), Z6
 	VMULPS       Z0, Z6, Z6
-	VMOVUPS      64(CX)(DX*1), Z7
+	VMOVUPS      256(CX), Z7
 	VMULPS       Z0, Z7, Z7
-	VMOVUPS      128(CX)(DX*1), Z8
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z8
 	VMULPS       Z0, Z8, Z8
-	VMOVUPS      192(CX)(DX*1), Z9
+	VMOVUPS      64(CX)(DX*1), Z9
 	VMULPS       Z0, Z9, Z9
-	VMOVUPS      256(CX)(DX*1), Z10
+	VMOVUPS      128(CX)(DX*1), Z10
 	VMULPS       Z0, Z10, Z10
+	VMOVUPS      192(CX)(DX*1), Z11
+	VMULPS       Z0, Z11, Z11
+	VMOVUPS      256(CX)(DX*1), Z12
+	VMULPS       Z0, Z12, Z12
 	MOVQ         56(SP), R8
 	MOVQ         24(SP), R9
 	MOVQ         8(SP), DI
@@ -74536,38 +73602,38 @@ rows2_vecs5_whole_keys_fetched:
 	VPMOVSXBD        (DI), Z0
 	VCVTDQ2PS        Z0, Z0
 	VFMADD231PS.BCST (BX), Z0, Z1
-	VFMADD231PS.BCST 64(BX), Z0, Z6
+	VFMADD231PS.BCST 64(BX), Z0, Z8
 	VPMOVSXBD        16(DI), Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST (BX), Z0, Z2
-	VFMADD231PS.BCST 64(BX), Z0, Z7
+	VFMADD231PS.BCST (BX), Z0, Z4
+	VFMADD231PS.BCST 64(BX), Z0, Z9
 	VPMOVSXBD        32(DI), Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST 1024(BX), Z0, Z3
-	VFMADD231PS.BCST 1088(BX), Z0, Z8
+	VFMADD231PS.BCST 1024(BX), Z0, Z5
+	VFMADD231PS.BCST 1088(BX), Z0, Z10
 	VPMOVSXBD        48(DI), Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST 1024(BX), Z0, Z4
-	VFMADD231PS.BCST 1088(BX), Z0, Z9
+	VFMADD231PS.BCST 1024(BX), Z0, Z6
+	VFMADD231PS.BCST 1088(BX), Z0, Z11
 	VPMOVSXBD        64(DI), Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST 2048(BX), Z0, Z5
-	VFMADD231PS.BCST 2112(BX), Z0, Z10
+	VFMADD231PS.BCST 2048(BX), Z0, Z7
+	VFMADD231PS.BCST 2112(BX), Z0, Z12
 	ADDQ             R8, DI
 	ADDQ             R8, SI
 	ADDQ             $0x04, BX
 	DECQ             R9
 	JNZ              rows2_vecs5_whole_keys
 	VMOVUPS          Z1, (CX)
-	VMOVUPS          Z2, 64(CX)
-	VMOVUPS          Z3, 128(CX)
-	VMOVUPS          Z4, 192(CX)
-	VMOVUPS          Z5, 256(CX)
-	VMOVUPS          Z6, (CX)(DX*1)
-	VMOVUPS          Z7, 64(CX)(DX*1)
-	VMOVUPS          Z8, 128(CX)(DX*1)
-	VMOVUPS          Z9, 192(CX)(DX*1)
-	VMOVUPS          Z10, 256(CX)(DX*1)
+	VMOVUPS          Z4, 64(CX)
+	VMOVUPS          Z5, 128(CX)
+	VMOVUPS          Z6, 192(CX)
+	VMOVUPS          Z7, 256(CX)
+	VMOVUPS          Z8, (CX)(DX*1)
+	VMOVUPS          Z9, 64(CX)(DX*1)
+	VMOVUPS          Z10, 128(CX)(DX*1)
+	VMOVUPS          Z11, 192(CX)(DX*1)
+	VMOVUPS          Z12, 256(CX)(DX*1)
 	ADDQ             $0x05, 120(SP)
 	JMP              panelnext
 
@@ -74584,25 +73650,25 @@ rows2_vecs5_masked:
 	VBROADCASTSS 1024(AX)(SI*4), Z0
 	VMOVUPS      (CX), Z1
 	VMULPS       Z0, Z1, Z1
-	VMOVUPS      64(CX), Z2
-	VMULPS       Z0, Z2, Z2
-	VMOVUPS      128(CX), Z3
-	VMULPS       Z0, Z3, Z3
-	VMOVUPS      192(CX), Z4
+	VMOVUPS      64(CX), Z4
 	VMULPS       Z0, Z4, Z4
-	VMOVUPS.Z    256(CX), K2, Z5
+	VMOVUPS      128(CX), Z5
 	VMULPS       Z0, Z5, Z5
-	VBROADCASTSS 1028(AX)(SI*4), Z0
-	VMOVUPS      (CX)(DX*1), Z6
+	VMOVUPS      192(CX), Z6
 	VMULPS       Z0, Z6, Z6
-	VMOVUPS      64(CX)(DX*1), Z7
+	VMOVUPS.Z    256(CX), K2, Z7
 	VMULPS       Z0, Z7, Z7
-	VMOVUPS      128(CX)(DX*1), Z8
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z8
 	VMULPS       Z0, Z8, Z8
-	VMOVUPS      192(CX)(DX*1), Z9
+	VMOVUPS      64(CX)(DX*1), Z9
 	VMULPS       Z0, Z9, Z9
-	VMOVUPS.Z    256(CX)(DX*1), K2, Z10
+	VMOVUPS      128(CX)(DX*1), Z10
 	VMULPS       Z0, Z10, Z10
+	VMOVUPS      192(CX)(DX*1), Z11
+	VMULPS       Z0, Z11, Z11
+	VMOVUPS.Z    256(CX)(DX*1), K2, Z12
+	VMULPS       Z0, Z12, Z12
 	MOVQ         56(SP), R8
 	MOVQ         24(SP), R9
 	MOVQ         8(SP), DI
@@ -74639,39 +73705,39 @@ rows2_vecs5_masked_keys_fetched:
 	VPMOVSXBD        (DI), Z0
 	VCVTDQ2PS        Z0, Z0
 	VFMADD231PS.BCST (BX), Z0, Z1
-	VFMADD231PS.BCST 64(BX), Z0, Z6
+	VFMADD231PS.BCST 64(BX), Z0, Z8
 	VPMOVSXBD        16(DI), Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST (BX), Z0, Z2
-	VFMADD231PS.BCST 64(BX), Z0, Z7
+	VFMADD231PS.BCST (BX), Z0, Z4
+	VFMADD231PS.BCST 64(BX), Z0, Z9
 	VPMOVSXBD        32(DI), Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST 1024(BX), Z0, Z3
-	VFMADD231PS.BCST 1088(BX), Z0, Z8
+	VFMADD231PS.BCST 1024(BX), Z0, Z5
+	VFMADD231PS.BCST 1088(BX), Z0, Z10
 	VPMOVSXBD        48(DI), Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST 1024(BX), Z0, Z4
-	VFMADD231PS.BCST 1088(BX), Z0, Z9
+	VFMADD231PS.BCST 1024(BX), Z0, Z6
+	VFMADD231PS.BCST 1088(BX), Z0, Z11
 	VMOVDQU8.Z       64(DI), K2, Z0
 	VPMOVSXBD        X0, Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST 2048(BX), Z0, Z5
-	VFMADD231PS.BCST 2112(BX), Z0, Z10
+	VFMADD231PS.BCST 2048(BX), Z0, Z7
+	VFMADD231PS.BCST 2112(BX), Z0, Z12
 	ADDQ             R8, DI
 	ADDQ             R8, SI
 	ADDQ             $0x04, BX
 	DECQ             R9
 	JNZ              rows2_vecs5_masked_keys
 	VMOVUPS          Z1, (CX)
-	VMOVUPS          Z2, 64(CX)
-	VMOVUPS          Z3, 128(CX)
-	VMOVUPS          Z4, 192(CX)
-	VMOVUPS          Z5, K2, 256(CX)
-	VMOVUPS          Z6, (CX)(DX*1)
-	VMOVUPS          Z7, 64(CX)(DX*1)
-	VMOVUPS          Z8, 128(CX)(DX*1)
-	VMOVUPS          Z9, 192(CX)(DX*1)
-	VMOVUPS          Z10, K2, 256(CX)(DX*1)
+	VMOVUPS          Z4, 64(CX)
+	VMOVUPS          Z5, 128(CX)
+	VMOVUPS          Z6, 192(CX)
+	VMOVUPS          Z7, K2, 256(CX)
+	VMOVUPS          Z8, (CX)(DX*1)
+	VMOVUPS          Z9, 64(CX)(DX*1)
+	VMOVUPS          Z10, 128(CX)(DX*1)
+	VMOVUPS          Z11, 192(CX)(DX*1)
+	VMOVUPS          Z12, K2, 256(CX)(DX*1)
 	ADDQ             $0x05, 120(SP)
 	JMP              panelnext
 
@@ -74688,21 +73754,21 @@ rows2_vecs4_whole:
 	VBROADCASTSS 1024(AX)(SI*4), Z0
 	VMOVUPS      (CX), Z1
 	VMULPS       Z0, Z1, Z1
-	VMOVUPS      64(CX), Z2
-	VMULPS       Z0, Z2, Z2
-	VMOVUPS      128(CX), Z3
-	VMULPS       Z0, Z3, Z3
-	VMOVUPS      192(CX), Z4
+	VMOVUPS      64(CX), Z4
 	VMULPS       Z0, Z4, Z4
-	VBROADCASTSS 1028(AX)(SI*4), Z0
-	VMOVUPS      (CX)(DX*1), Z5
+	VMOVUPS      128(CX), Z5
 	VMULPS       Z0, Z5, Z5
-	VMOVUPS      64(CX)(DX*1), Z6
+	VMOVUPS      192(CX), Z6
 	VMULPS       Z0, Z6, Z6
-	VMOVUPS      128(CX)(DX*1), Z7
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z7
 	VMULPS       Z0, Z7, Z7
-	VMOVUPS      192(CX)(DX*1), Z8
+	VMOVUPS      64(CX)(DX*1), Z8
 	VMULPS       Z0, Z8, Z8
+	VMOVUPS      128(CX)(DX*1), Z9
+	VMULPS       Z0, Z9, Z9
+	VMOVUPS      192(CX)(DX*1), Z10
+	VMULPS       Z0, Z10, Z10
 	MOVQ         56(SP), R8
 	MOVQ         24(SP), R9
 	MOVQ         8(SP), DI
@@ -74738,32 +73804,32 @@ rows2_vecs4_whole_keys_fetched:
 	VPMOVSXBD        (DI), Z0
 	VCVTDQ2PS        Z0, Z0
 	VFMADD231PS.BCST (BX), Z0, Z1
-	VFMADD231PS.BCST 64(BX), Z0, Z5
+	VFMADD231PS.BCST 64(BX), Z0, Z7
 	VPMOVSXBD        16(DI), Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST (BX), Z0, Z2
-	VFMADD231PS.BCST 64(BX), Z0, Z6
+	VFMADD231PS.BCST (BX), Z0, Z4
+	VFMADD231PS.BCST 64(BX), Z0, Z8
 	VPMOVSXBD        32(DI), Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST 1024(BX), Z0, Z3
-	VFMADD231PS.BCST 1088(BX), Z0, Z7
+	VFMADD231PS.BCST 1024(BX), Z0, Z5
+	VFMADD231PS.BCST 1088(BX), Z0, Z9
 	VPMOVSXBD        48(DI), Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST 1024(BX), Z0, Z4
-	VFMADD231PS.BCST 1088(BX), Z0, Z8
+	VFMADD231PS.BCST 1024(BX), Z0, Z6
+	VFMADD231PS.BCST 1088(BX), Z0, Z10
 	ADDQ             R8, DI
 	ADDQ             R8, SI
 	ADDQ             $0x04, BX
 	DECQ             R9
 	JNZ              rows2_vecs4_whole_keys
 	VMOVUPS          Z1, (CX)
-	VMOVUPS          Z2, 64(CX)
-	VMOVUPS          Z3, 128(CX)
-	VMOVUPS          Z4, 192(CX)
-	VMOVUPS          Z5, (CX)(DX*1)
-	VMOVUPS          Z6, 64(CX)(DX*1)
-	VMOVUPS          Z7, 128(CX)(DX*1)
-	VMOVUPS          Z8, 192(CX)(DX*1)
+	VMOVUPS          Z4, 64(CX)
+	VMOVUPS          Z5, 128(CX)
+	VMOVUPS          Z6, 192(CX)
+	VMOVUPS          Z7, (CX)(DX*1)
+	VMOVUPS          Z8, 64(CX)(DX*1)
+	VMOVUPS          Z9, 128(CX)(DX*1)
+	VMOVUPS          Z10, 192(CX)(DX*1)
 	ADDQ             $0x04, 120(SP)
 	JMP              panelnext
 
@@ -74780,21 +73846,21 @@ rows2_vecs4_masked:
 	VBROADCASTSS 1024(AX)(SI*4), Z0
 	VMOVUPS      (CX), Z1
 	VMULPS       Z0, Z1, Z1
-	VMOVUPS      64(CX), Z2
-	VMULPS       Z0, Z2, Z2
-	VMOVUPS      128(CX), Z3
-	VMULPS       Z0, Z3, Z3
-	VMOVUPS.Z    192(CX), K2, Z4
+	VMOVUPS      64(CX), Z4
 	VMULPS       Z0, Z4, Z4
-	VBROADCASTSS 1028(AX)(SI*4), Z0
-	VMOVUPS      (CX)(DX*1), Z5
+	VMOVUPS      128(CX), Z5
 	VMULPS       Z0, Z5, Z5
-	VMOVUPS      64(CX)(DX*1), Z6
+	VMOVUPS.Z    192(CX), K2, Z6
 	VMULPS       Z0, Z6, Z6
-	VMOVUPS      128(CX)(DX*1), Z7
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z7
 	VMULPS       Z0, Z7, Z7
-	VMOVUPS.Z    192(CX)(DX*1), K2, Z8
+	VMOVUPS      64(CX)(DX*1), Z8
 	VMULPS       Z0, Z8, Z8
+	VMOVUPS      128(CX)(DX*1), Z9
+	VMULPS       Z0, Z9, Z9
+	VMOVUPS.Z    192(CX)(DX*1), K2, Z10
+	VMULPS       Z0, Z10, Z10
 	MOVQ         56(SP), R8
 	MOVQ         24(SP), R9
 	MOVQ         8(SP), DI
@@ -74830,33 +73896,33 @@ rows2_vecs4_masked_keys_fetched:
 	VPMOVSXBD        (DI), Z0
 	VCVTDQ2PS        Z0, Z0
 	VFMADD231PS.BCST (BX), Z0, Z1
-	VFMADD231PS.BCST 64(BX), Z0, Z5
+	VFMADD231PS.BCST 64(BX), Z0, Z7
 	VPMOVSXBD        16(DI), Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST (BX), Z0, Z2
-	VFMADD231PS.BCST 64(BX), Z0, Z6
+	VFMADD231PS.BCST (BX), Z0, Z4
+	VFMADD231PS.BCST 64(BX), Z0, Z8
 	VPMOVSXBD        32(DI), Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST 1024(BX), Z0, Z3
-	VFMADD231PS.BCST 1088(BX), Z0, Z7
+	VFMADD231PS.BCST 1024(BX), Z0, Z5
+	VFMADD231PS.BCST 1088(BX), Z0, Z9
 	VMOVDQU8.Z       48(DI), K2, Z0
 	VPMOVSXBD        X0, Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST 1024(BX), Z0, Z4
-	VFMADD231PS.BCST 1088(BX), Z0, Z8
+	VFMADD231PS.BCST 1024(BX), Z0, Z6
+	VFMADD231PS.BCST 1088(BX), Z0, Z10
 	ADDQ             R8, DI
 	ADDQ             R8, SI
 	ADDQ             $0x04, BX
 	DECQ             R9
 	JNZ              rows2_vecs4_masked_keys
 	VMOVUPS          Z1, (CX)
-	VMOVUPS          Z2, 64(CX)
-	VMOVUPS          Z3, 128(CX)
-	VMOVUPS          Z4, K2, 192(CX)
-	VMOVUPS          Z5, (CX)(DX*1)
-	VMOVUPS          Z6, 64(CX)(DX*1)
-	VMOVUPS          Z7, 128(CX)(DX*1)
-	VMOVUPS          Z8, K2, 192(CX)(DX*1)
+	VMOVUPS          Z4, 64(CX)
+	VMOVUPS          Z5, 128(CX)
+	VMOVUPS          Z6, K2, 192(CX)
+	VMOVUPS          Z7, (CX)(DX*1)
+	VMOVUPS          Z8, 64(CX)(DX*1)
+	VMOVUPS          Z9, 128(CX)(DX*1)
+	VMOVUPS          Z10, K2, 192(CX)(DX*1)
 	ADDQ             $0x04, 120(SP)
 	JMP              panelnext
 
@@ -74873,17 +73939,17 @@ rows2_vecs3_whole:
 	VBROADCASTSS 1024(AX)(SI*4), Z0
 	VMOVUPS      (CX), Z1
 	VMULPS       Z0, Z1, Z1
-	VMOVUPS      64(CX), Z2
-	VMULPS       Z0, Z2, Z2
-	VMOVUPS      128(CX), Z3
-	VMULPS       Z0, Z3, Z3
-	VBROADCASTSS 1028(AX)(SI*4), Z0
-	VMOVUPS      (CX)(DX*1), Z4
+	VMOVUPS      64(CX), Z4
 	VMULPS       Z0, Z4, Z4
-	VMOVUPS      64(CX)(DX*1), Z5
+	VMOVUPS      128(CX), Z5
 	VMULPS       Z0, Z5, Z5
-	VMOVUPS      128(CX)(DX*1), Z6
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z6
 	VMULPS       Z0, Z6, Z6
+	VMOVUPS      64(CX)(DX*1), Z7
+	VMULPS       Z0, Z7, Z7
+	VMOVUPS      128(CX)(DX*1), Z8
+	VMULPS       Z0, Z8, Z8
 	MOVQ         56(SP), R8
 	MOVQ         24(SP), R9
 	MOVQ         8(SP), DI
@@ -74918,26 +73984,26 @@ rows2_vecs3_whole_keys_fetched:
 	VPMOVSXBD        (DI), Z0
 	VCVTDQ2PS        Z0, Z0
 	VFMADD231PS.BCST (BX), Z0, Z1
-	VFMADD231PS.BCST 64(BX), Z0, Z4
+	VFMADD231PS.BCST 64(BX), Z0, Z6
 	VPMOVSXBD        16(DI), Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST (BX), Z0, Z2
-	VFMADD231PS.BCST 64(BX), Z0, Z5
+	VFMADD231PS.BCST (BX), Z0, Z4
+	VFMADD231PS.BCST 64(BX), Z0, Z7
 	VPMOVSXBD        32(DI), Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST 1024(BX), Z0, Z3
-	VFMADD231PS.BCST 1088(BX), Z0, Z6
+	VFMADD231PS.BCST 1024(BX), Z0, Z5
+	VFMADD231PS.BCST 1088(BX), Z0, Z8
 	ADDQ             R8, DI
 	ADDQ             R8, SI
 	ADDQ             $0x04, BX
 	DECQ             R9
 	JNZ              rows2_vecs3_whole_keys
 	VMOVUPS          Z1, (CX)
-	VMOVUPS          Z2, 64(CX)
-	VMOVUPS          Z3, 128(CX)
-	VMOVUPS          Z4, (CX)(DX*1)
-	VMOVUPS          Z5, 64(CX)(DX*1)
-	VMOVUPS          Z6, 128(CX)(DX*1)
+	VMOVUPS          Z4, 64(CX)
+	VMOVUPS          Z5, 128(CX)
+	VMOVUPS          Z6, (CX)(DX*1)
+	VMOVUPS          Z7, 64(CX)(DX*1)
+	VMOVUPS          Z8, 128(CX)(DX*1)
 	ADDQ             $0x03, 120(SP)
 	JMP              panelnext
 
@@ -74954,17 +74020,17 @@ rows2_vecs3_masked:
 	VBROADCASTSS 1024(AX)(SI*4), Z0
 	VMOVUPS      (CX), Z1
 	VMULPS       Z0, Z1, Z1
-	VMOVUPS      64(CX), Z2
-	VMULPS       Z0, Z2, Z2
-	VMOVUPS.Z    128(CX), K2, Z3
-	VMULPS       Z0, Z3, Z3
-	VBROADCASTSS 1028(AX)(SI*4), Z0
-	VMOVUPS      (CX)(DX*1), Z4
+	VMOVUPS      64(CX), Z4
 	VMULPS       Z0, Z4, Z4
-	VMOVUPS      64(CX)(DX*1), Z5
+	VMOVUPS.Z    128(CX), K2, Z5
 	VMULPS       Z0, Z5, Z5
-	VMOVUPS.Z    128(CX)(DX*1), K2, Z6
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z6
 	VMULPS       Z0, Z6, Z6
+	VMOVUPS      64(CX)(DX*1), Z7
+	VMULPS       Z0, Z7, Z7
+	VMOVUPS.Z    128(CX)(DX*1), K2, Z8
+	VMULPS       Z0, Z8, Z8
 	MOVQ         56(SP), R8
 	MOVQ         24(SP), R9
 	MOVQ         8(SP), DI
@@ -74999,27 +74065,27 @@ rows2_vecs3_masked_keys_fetched:
 	VPMOVSXBD        (DI), Z0
 	VCVTDQ2PS        Z0, Z0
 	VFMADD231PS.BCST (BX), Z0, Z1
-	VFMADD231PS.BCST 64(BX), Z0, Z4
+	VFMADD231PS.BCST 64(BX), Z0, Z6
 	VPMOVSXBD        16(DI), Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST (BX), Z0, Z2
-	VFMADD231PS.BCST 64(BX), Z0, Z5
+	VFMADD231PS.BCST (BX), Z0, Z4
+	VFMADD231PS.BCST 64(BX), Z0, Z7
 	VMOVDQU8.Z       32(DI), K2, Z0
 	VPMOVSXBD        X0, Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST 1024(BX), Z0, Z3
-	VFMADD231PS.BCST 1088(BX), Z0, Z6
+	VFMADD231PS.BCST 1024(BX), Z0, Z5
+	VFMADD231PS.BCST 1088(BX), Z0, Z8
 	ADDQ             R8, DI
 	ADDQ             R8, SI
 	ADDQ             $0x04, BX
 	DECQ             R9
 	JNZ              rows2_vecs3_masked_keys
 	VMOVUPS          Z1, (CX)
-	VMOVUPS          Z2, 64(CX)
-	VMOVUPS          Z3, K2, 128(CX)
-	VMOVUPS          Z4, (CX)(DX*1)
-	VMOVUPS          Z5, 64(CX)(DX*1)
-	VMOVUPS          Z6, K2, 128(CX)(DX*1)
+	VMOVUPS          Z4, 64(CX)
+	VMOVUPS          Z5, K2, 128(CX)
+	VMOVUPS          Z6, (CX)(DX*1)
+	VMOVUPS          Z7, 64(CX)(DX*1)
+	VMOVUPS          Z8, K2, 128(CX)(DX*1)
 	ADDQ             $0x03, 120(SP)
 	JMP              panelnext
 
@@ -75036,13 +74102,13 @@ rows2_vecs2_whole:
 	VBROADCASTSS 1024(AX)(SI*4), Z0
 	VMOVUPS      (CX), Z1
 	VMULPS       Z0, Z1, Z1
-	VMOVUPS      64(CX), Z2
-	VMULPS       Z0, Z2, Z2
-	VBROADCASTSS 1028(AX)(SI*4), Z0
-	VMOVUPS      (CX)(DX*1), Z3
-	VMULPS       Z0, Z3, Z3
-	VMOVUPS      64(CX)(DX*1), Z4
+	VMOVUPS      64(CX), Z4
 	VMULPS       Z0, Z4, Z4
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS      64(CX)(DX*1), Z6
+	VMULPS       Z0, Z6, Z6
 	MOVQ         56(SP), R8
 	MOVQ         24(SP), R9
 	MOVQ         8(SP), DI
@@ -75076,20 +74142,20 @@ rows2_vecs2_whole_keys_fetched:
 	VPMOVSXBD        (DI), Z0
 	VCVTDQ2PS        Z0, Z0
 	VFMADD231PS.BCST (BX), Z0, Z1
-	VFMADD231PS.BCST 64(BX), Z0, Z3
+	VFMADD231PS.BCST 64(BX), Z0, Z5
 	VPMOVSXBD        16(DI), Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST (BX), Z0, Z2
-	VFMADD231PS.BCST 64(BX), Z0, Z4
+	VFMADD231PS.BCST (BX), Z0, Z4
+	VFMADD231PS.BCST 64(BX), Z0, Z6
 	ADDQ             R8, DI
 	ADDQ             R8, SI
 	ADDQ             $0x04, BX
 	DECQ             R9
 	JNZ              rows2_vecs2_whole_keys
 	VMOVUPS          Z1, (CX)
-	VMOVUPS          Z2, 64(CX)
-	VMOVUPS          Z3, (CX)(DX*1)
-	VMOVUPS          Z4, 64(CX)(DX*1)
+	VMOVUPS          Z4, 64(CX)
+	VMOVUPS          Z5, (CX)(DX*1)
+	VMOVUPS          Z6, 64(CX)(DX*1)
 	ADDQ             $0x02, 120(SP)
 	JMP              panelnext
 
@@ -75106,13 +74172,13 @@ rows2_vecs2_masked:
 	VBROADCASTSS 1024(AX)(SI*4), Z0
 	VMOVUPS      (CX), Z1
 	VMULPS       Z0, Z1, Z1
-	VMOVUPS.Z    64(CX), K2, Z2
-	VMULPS       Z0, Z2, Z2
-	VBROADCASTSS 1028(AX)(SI*4), Z0
-	VMOVUPS      (CX)(DX*1), Z3
-	VMULPS       Z0, Z3, Z3
-	VMOVUPS.Z    64(CX)(DX*1), K2, Z4
+	VMOVUPS.Z    64(CX), K2, Z4
 	VMULPS       Z0, Z4, Z4
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS.Z    64(CX)(DX*1), K2, Z6
+	VMULPS       Z0, Z6, Z6
 	MOVQ         56(SP), R8
 	MOVQ         24(SP), R9
 	MOVQ         8(SP), DI
@@ -75146,21 +74212,21 @@ rows2_vecs2_masked_keys_fetched:
 	VPMOVSXBD        (DI), Z0
 	VCVTDQ2PS        Z0, Z0
 	VFMADD231PS.BCST (BX), Z0, Z1
-	VFMADD231PS.BCST 64(BX), Z0, Z3
+	VFMADD231PS.BCST 64(BX), Z0, Z5
 	VMOVDQU8.Z       16(DI), K2, Z0
 	VPMOVSXBD        X0, Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST (BX), Z0, Z2
-	VFMADD231PS.BCST 64(BX), Z0, Z4
+	VFMADD231PS.BCST (BX), Z0, Z4
+	VFMADD231PS.BCST 64(BX), Z0, Z6
 	ADDQ             R8, DI
 	ADDQ             R8, SI
 	ADDQ             $0x04, BX
 	DECQ             R9
 	JNZ              rows2_vecs2_masked_keys
 	VMOVUPS          Z1, (CX)
-	VMOVUPS          Z2, K2, 64(CX)
-	VMOVUPS          Z3, (CX)(DX*1)
-	VMOVUPS          Z4, K2, 64(CX)(DX*1)
+	VMOVUPS          Z4, K2, 64(CX)
+	VMOVUPS          Z5, (CX)(DX*1)
+	VMOVUPS          Z6, K2, 64(CX)(DX*1)
 	ADDQ             $0x02, 120(SP)
 	JMP              panelnext
 
@@ -75178,8 +74244,8 @@ rows2_vecs1_whole:
 	VMOVUPS      (CX), Z1
 	VMULPS       Z0, Z1, Z1
 	VBROADCASTSS 1028(AX)(SI*4), Z0
-	VMOVUPS      (CX)(DX*1), Z2
-	VMULPS       Z0, Z2, Z2
+	VMOVUPS      (CX)(DX*1), Z4
+	VMULPS       Z0, Z4, Z4
 	MOVQ         56(SP), R8
 	MOVQ         24(SP), R9
 	MOVQ         8(SP), DI
@@ -75212,14 +74278,14 @@ rows2_vecs1_whole_keys_fetched:
 	VPMOVSXBD        (DI), Z0
 	VCVTDQ2PS        Z0, Z0
 	VFMADD231PS.BCST (BX), Z0, Z1
-	VFMADD231PS.BCST 64(BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z4
 	ADDQ             R8, DI
 	ADDQ             R8, SI
 	ADDQ             $0x04, BX
 	DECQ             R9
 	JNZ              rows2_vecs1_whole_keys
 	VMOVUPS          Z1, (CX)
-	VMOVUPS          Z2, (CX)(DX*1)
+	VMOVUPS          Z4, (CX)(DX*1)
 	ADDQ             $0x01, 120(SP)
 	JMP              panelnext
 
@@ -75237,8 +74303,8 @@ rows2_vecs1_masked:
 	VMOVUPS.Z    (CX), K2, Z1
 	VMULPS       Z0, Z1, Z1
 	VBROADCASTSS 1028(AX)(SI*4), Z0
-	VMOVUPS.Z    (CX)(DX*1), K2, Z2
-	VMULPS       Z0, Z2, Z2
+	VMOVUPS.Z    (CX)(DX*1), K2, Z4
+	VMULPS       Z0, Z4, Z4
 	MOVQ         56(SP), R8
 	MOVQ         24(SP), R9
 	MOVQ         8(SP), DI
@@ -75272,14 +74338,14 @@ rows2_vecs1_masked_keys_fetched:
 	VPMOVSXBD        X0, Z0
 	VCVTDQ2PS        Z0, Z0
 	VFMADD231PS.BCST (BX), Z0, Z1
-	VFMADD231PS.BCST 64(BX), Z0, Z2
+	VFMADD231PS.BCST 64(BX), Z0, Z4
 	ADDQ             R8, DI
 	ADDQ             R8, SI
 	ADDQ             $0x04, BX
 	DECQ             R9
 	JNZ              rows2_vecs1_masked_keys
 	VMOVUPS          Z1, K2, (CX)
-	VMOVUPS          Z2, K2, (CX)(DX*1)
+	VMOVUPS          Z4, K2, (CX)(DX*1)
 	ADDQ             $0x01, 120(SP)
 	JMP              panelnext
 
@@ -75296,20 +74362,20 @@ rows1_vecs8_whole:
 	VBROADCASTSS 1024(AX)(DX*4), Z0
 	VMOVUPS      (CX), Z1
 	VMULPS       Z0, Z1, Z1
-	VMOVUPS      64(CX), Z2
-	VMULPS       Z0, Z2, Z2
-	VMOVUPS      128(CX), Z3
-	VMULPS       Z0, Z3, Z3
-	VMOVUPS      192(CX), Z4
+	VMOVUPS      64(CX), Z4
 	VMULPS       Z0, Z4, Z4
-	VMOVUPS      256(CX), Z5
+	VMOVUPS      128(CX), Z5
 	VMULPS       Z0, Z5, Z5
-	VMOVUPS      320(CX), Z6
+	VMOVUPS      192(CX), Z6
 	VMULPS       Z0, Z6, Z6
-	VMOVUPS      384(CX), Z7
+	VMOVUPS      256(CX), Z7
 	VMULPS       Z0, Z7, Z7
-	VMOVUPS      448(CX), Z8
+	VMOVUPS      320(CX), Z8
 	VMULPS       Z0, Z8, Z8
+	VMOVUPS      384(CX), Z9
+	VMULPS       Z0, Z9, Z9
+	VMOVUPS      448(CX), Z10
+	VMULPS       Z0, Z10, Z10
 	MOVQ         56(SP), DI
 	MOVQ         24(SP), R8
 	MOVQ         8(SP), SI
@@ -75350,38 +74416,38 @@ rows1_vecs8_whole_keys_fetched:
 	VFMADD231PS.BCST (DX), Z0, Z1
 	VPMOVSXBD        16(SI), Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST (DX), Z0, Z2
+	VFMADD231PS.BCST (DX), Z0, Z4
 	VPMOVSXBD        32(SI), Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST 1024(DX), Z0, Z3
+	VFMADD231PS.BCST 1024(DX), Z0, Z5
 	VPMOVSXBD        48(SI), Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST 1024(DX), Z0, Z4
+	VFMADD231PS.BCST 1024(DX), Z0, Z6
 	VPMOVSXBD        64(SI), Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST 2048(DX), Z0, Z5
+	VFMADD231PS.BCST 2048(DX), Z0, Z7
 	VPMOVSXBD        80(SI), Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST 2048(DX), Z0, Z6
+	VFMADD231PS.BCST 2048(DX), Z0, Z8
 	VPMOVSXBD        96(SI), Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST 3072(DX), Z0, Z7
+	VFMADD231PS.BCST 3072(DX), Z0, Z9
 	VPMOVSXBD        112(SI), Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST 3072(DX), Z0, Z8
+	VFMADD231PS.BCST 3072(DX), Z0, Z10
 	ADDQ             DI, SI
 	ADDQ             DI, BX
 	ADDQ             $0x04, DX
 	DECQ             R8
 	JNZ              rows1_vecs8_whole_keys
 	VMOVUPS          Z1, (CX)
-	VMOVUPS          Z2, 64(CX)
-	VMOVUPS          Z3, 128(CX)
-	VMOVUPS          Z4, 192(CX)
-	VMOVUPS          Z5, 256(CX)
-	VMOVUPS          Z6, 320(CX)
-	VMOVUPS          Z7, 384(CX)
-	VMOVUPS          Z8, 448(CX)
+	VMOVUPS          Z4, 64(CX)
+	VMOVUPS          Z5, 128(CX)
+	VMOVUPS          Z6, 192(CX)
+	VMOVUPS          Z7, 256(CX)
+	VMOVUPS          Z8, 320(CX)
+	VMOVUPS          Z9, 384(CX)
+	VMOVUPS          Z10, 448(CX)
 	ADDQ             $0x08, 120(SP)
 	JMP              panelnext
 
@@ -75398,20 +74464,20 @@ rows1_vecs8_masked:
 	VBROADCASTSS 1024(AX)(DX*4), Z0
 	VMOVUPS      (CX), Z1
 	VMULPS       Z0, Z1, Z1
-	VMOVUPS      64(CX), Z2
-	VMULPS       Z0, Z2, Z2
-	VMOVUPS      128(CX), Z3
-	VMULPS       Z0, Z3, Z3
-	VMOVUPS      192(CX), Z4
+	VMOVUPS      64(CX), Z4
 	VMULPS       Z0, Z4, Z4
-	VMOVUPS      256(CX), Z5
+	VMOVUPS      128(CX), Z5
 	VMULPS       Z0, Z5, Z5
-	VMOVUPS      320(CX), Z6
+	VMOVUPS      192(CX), Z6
 	VMULPS       Z0, Z6, Z6
-	VMOVUPS      384(CX), Z7
+	VMOVUPS      256(CX), Z7
 	VMULPS       Z0, Z7, Z7
-	VMOVUPS.Z    448(CX), K2, Z8
+	VMOVUPS      320(CX), Z8
 	VMULPS       Z0, Z8, Z8
+	VMOVUPS      384(CX), Z9
+	VMULPS       Z0, Z9, Z9
+	VMOVUPS.Z    448(CX), K2, Z10
+	VMULPS       Z0, Z10, Z10
 	MOVQ         56(SP), DI
 	MOVQ         24(SP), R8
 	MOVQ         8(SP), SI
@@ -75452,39 +74518,39 @@ rows1_vecs8_masked_keys_fetched:
 	VFMADD231PS.BCST (DX), Z0, Z1
 	VPMOVSXBD        16(SI), Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST (DX), Z0, Z2
+	VFMADD231PS.BCST (DX), Z0, Z4
 	VPMOVSXBD        32(SI), Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST 1024(DX), Z0, Z3
+	VFMADD231PS.BCST 1024(DX), Z0, Z5
 	VPMOVSXBD        48(SI), Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST 1024(DX), Z0, Z4
+	VFMADD231PS.BCST 1024(DX), Z0, Z6
 	VPMOVSXBD        64(SI), Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST 2048(DX), Z0, Z5
+	VFMADD231PS.BCST 2048(DX), Z0, Z7
 	VPMOVSXBD        80(SI), Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST 2048(DX), Z0, Z6
+	VFMADD231PS.BCST 2048(DX), Z0, Z8
 	VPMOVSXBD        96(SI), Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST 3072(DX), Z0, Z7
+	VFMADD231PS.BCST 3072(DX), Z0, Z9
 	VMOVDQU8.Z       112(SI), K2, Z0
 	VPMOVSXBD        X0, Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST 3072(DX), Z0, Z8
+	VFMADD231PS.BCST 3072(DX), Z0, Z10
 	ADDQ             DI, SI
 	ADDQ             DI, BX
 	ADDQ             $0x04, DX
 	DECQ             R8
 	JNZ              rows1_vecs8_masked_keys
 	VMOVUPS          Z1, (CX)
-	VMOVUPS          Z2, 64(CX)
-	VMOVUPS          Z3, 128(CX)
-	VMOVUPS          Z4, 192(CX)
-	VMOVUPS          Z5, 256(CX)
-	VMOVUPS          Z6, 320(CX)
-	VMOVUPS          Z7, 384(CX)
-	VMOVUPS          Z8, K2, 448(CX)
+	VMOVUPS          Z4, 64(CX)
+	VMOVUPS          Z5, 128(CX)
+	VMOVUPS          Z6, 192(CX)
+	VMOVUPS          Z7, 256(CX)
+	VMOVUPS          Z8, 320(CX)
+	VMOVUPS          Z9, 384(CX)
+	VMOVUPS          Z10, K2, 448(CX)
 	ADDQ             $0x08, 120(SP)
 	JMP              panelnext
 
@@ -75501,18 +74567,18 @@ rows1_vecs7_whole:
 	VBROADCASTSS 1024(AX)(DX*4), Z0
 	VMOVUPS      (CX), Z1
 	VMULPS       Z0, Z1, Z1
-	VMOVUPS      64(CX), Z2
-	VMULPS       Z0, Z2, Z2
-	VMOVUPS      128(CX), Z3
-	VMULPS       Z0, Z3, Z3
-	VMOVUPS      192(CX), Z4
+	VMOVUPS      64(CX), Z4
 	VMULPS       Z0, Z4, Z4
-	VMOVUPS      256(CX), Z5
+	VMOVUPS      128(CX), Z5
 	VMULPS       Z0, Z5, Z5
-	VMOVUPS      320(CX), Z6
+	VMOVUPS      192(CX), Z6
 	VMULPS       Z0, Z6, Z6
-	VMOVUPS      384(CX), Z7
+	VMOVUPS      256(CX), Z7
 	VMULPS       Z0, Z7, Z7
+	VMOVUPS      320(CX), Z8
+	VMULPS       Z0, Z8, Z8
+	VMOVUPS      384(CX), Z9
+	VMULPS       Z0, Z9, Z9
 	MOVQ         56(SP), DI
 	MOVQ         24(SP), R8
 	MOVQ         8(SP), SI
@@ -75552,34 +74618,34 @@ rows1_vecs7_whole_keys_fetched:
 	VFMADD231PS.BCST (DX), Z0, Z1
 	VPMOVSXBD        16(SI), Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST (DX), Z0, Z2
+	VFMADD231PS.BCST (DX), Z0, Z4
 	VPMOVSXBD        32(SI), Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST 1024(DX), Z0, Z3
+	VFMADD231PS.BCST 1024(DX), Z0, Z5
 	VPMOVSXBD        48(SI), Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST 1024(DX), Z0, Z4
+	VFMADD231PS.BCST 1024(DX), Z0, Z6
 	VPMOVSXBD        64(SI), Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST 2048(DX), Z0, Z5
+	VFMADD231PS.BCST 2048(DX), Z0, Z7
 	VPMOVSXBD        80(SI), Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST 2048(DX), Z0, Z6
+	VFMADD231PS.BCST 2048(DX), Z0, Z8
 	VPMOVSXBD        96(SI), Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST 3072(DX), Z0, Z7
+	VFMADD231PS.BCST 3072(DX), Z0, Z9
 	ADDQ             DI, SI
 	ADDQ             DI, BX
 	ADDQ             $0x04, DX
 	DECQ             R8
 	JNZ              rows1_vecs7_whole_keys
 	VMOVUPS          Z1, (CX)
-	VMOVUPS          Z2, 64(CX)
-	VMOVUPS          Z3, 128(CX)
-	VMOVUPS          Z4, 192(CX)
-	VMOVUPS          Z5, 256(CX)
-	VMOVUPS          Z6, 320(CX)
-	VMOVUPS          Z7, 384(CX)
+	VMOVUPS          Z4, 64(CX)
+	VMOVUPS          Z5, 128(CX)
+	VMOVUPS          Z6, 192(CX)
+	VMOVUPS          Z7, 256(CX)
+	VMOVUPS          Z8, 320(CX)
+	VMOVUPS          Z9, 384(CX)
 	ADDQ             $0x07, 120(SP)
 	JMP              panelnext
 
@@ -75596,18 +74662,18 @@ rows1_vecs7_masked:
 	VBROADCASTSS 1024(AX)(DX*4), Z0
 	VMOVUPS      (CX), Z1
 	VMULPS       Z0, Z1, Z1
-	VMOVUPS      64(CX), Z2
-	VMULPS       Z0, Z2, Z2
-	VMOVUPS      128(CX), Z3
-	VMULPS       Z0, Z3, Z3
-	VMOVUPS      192(CX), Z4
+	VMOVUPS      64(CX), Z4
 	VMULPS       Z0, Z4, Z4
-	VMOVUPS      256(CX), Z5
+	VMOVUPS      128(CX), Z5
 	VMULPS       Z0, Z5, Z5
-	VMOVUPS      320(CX), Z6
+	VMOVUPS      192(CX), Z6
 	VMULPS       Z0, Z6, Z6
-	VMOVUPS.Z    384(CX), K2, Z7
+	VMOVUPS      256(CX), Z7
 	VMULPS       Z0, Z7, Z7
+	VMOVUPS      320(CX), Z8
+	VMULPS       Z0, Z8, Z8
+	VMOVUPS.Z    384(CX), K2, Z9
+	VMULPS       Z0, Z9, Z9
 	MOVQ         56(SP), DI
 	MOVQ         24(SP), R8
 	MOVQ         8(SP), SI
@@ -75647,35 +74713,35 @@ rows1_vecs7_masked_keys_fetched:
 	VFMADD231PS.BCST (DX), Z0, Z1
 	VPMOVSXBD        16(SI), Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST (DX), Z0, Z2
+	VFMADD231PS.BCST (DX), Z0, Z4
 	VPMOVSXBD        32(SI), Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST 1024(DX), Z0, Z3
+	VFMADD231PS.BCST 1024(DX), Z0, Z5
 	VPMOVSXBD        48(SI), Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST 1024(DX), Z0, Z4
+	VFMADD231PS.BCST 1024(DX), Z0, Z6
 	VPMOVSXBD        64(SI), Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST 2048(DX), Z0, Z5
+	VFMADD231PS.BCST 2048(DX), Z0, Z7
 	VPMOVSXBD        80(SI), Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST 2048(DX), Z0, Z6
+	VFMADD231PS.BCST 2048(DX), Z0, Z8
 	VMOVDQU8.Z       96(SI), K2, Z0
 	VPMOVSXBD        X0, Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST 3072(DX), Z0, Z7
+	VFMADD231PS.BCST 3072(DX), Z0, Z9
 	ADDQ             DI, SI
 	ADDQ             DI, BX
 	ADDQ             $0x04, DX
 	DECQ             R8
 	JNZ              rows1_vecs7_masked_keys
 	VMOVUPS          Z1, (CX)
-	VMOVUPS          Z2, 64(CX)
-	VMOVUPS          Z3, 128(CX)
-	VMOVUPS          Z4, 192(CX)
-	VMOVUPS          Z5, 256(CX)
-	VMOVUPS          Z6, 320(CX)
-	VMOVUPS          Z7, K2, 384(CX)
+	VMOVUPS          Z4, 64(CX)
+	VMOVUPS          Z5, 128(CX)
+	VMOVUPS          Z6, 192(CX)
+	VMOVUPS          Z7, 256(CX)
+	VMOVUPS          Z8, 320(CX)
+	VMOVUPS          Z9, K2, 384(CX)
 	ADDQ             $0x07, 120(SP)
 	JMP              panelnext
 
@@ -75692,16 +74758,16 @@ rows1_vecs6_whole:
 	VBROADCASTSS 1024(AX)(DX*4), Z0
 	VMOVUPS      (CX), Z1
 	VMULPS       Z0, Z1, Z1
-	VMOVUPS      64(CX), Z2
-	VMULPS       Z0, Z2, Z2
-	VMOVUPS      128(CX), Z3
-	VMULPS       Z0, Z3, Z3
-	VMOVUPS      192(CX), Z4
+	VMOVUPS      64(CX), Z4
 	VMULPS       Z0, Z4, Z4
-	VMOVUPS      256(CX), Z5
+	VMOVUPS      128(CX), Z5
 	VMULPS       Z0, Z5, Z5
-	VMOVUPS      320(CX), Z6
+	VMOVUPS      192(CX), Z6
 	VMULPS       Z0, Z6, Z6
+	VMOVUPS      256(CX), Z7
+	VMULPS       Z0, Z7, Z7
+	VMOVUPS      320(CX), Z8
+	VMULPS       Z0, Z8, Z8
 	MOVQ         56(SP), DI
 	MOVQ         24(SP), R8
 	MOVQ         8(SP), SI
@@ -75740,30 +74806,30 @@ rows1_vecs6_whole_keys_fetched:
 	VFMADD231PS.BCST (DX), Z0, Z1
 	VPMOVSXBD        16(SI), Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST (DX), Z0, Z2
+	VFMADD231PS.BCST (DX), Z0, Z4
 	VPMOVSXBD        32(SI), Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST 1024(DX), Z0, Z3
+	VFMADD231PS.BCST 1024(DX), Z0, Z5
 	VPMOVSXBD        48(SI), Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST 1024(DX), Z0, Z4
+	VFMADD231PS.BCST 1024(DX), Z0, Z6
 	VPMOVSXBD        64(SI), Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST 2048(DX), Z0, Z5
+	VFMADD231PS.BCST 2048(DX), Z0, Z7
 	VPMOVSXBD        80(SI), Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST 2048(DX), Z0, Z6
+	VFMADD231PS.BCST 2048(DX), Z0, Z8
 	ADDQ             DI, SI
 	ADDQ             DI, BX
 	ADDQ             $0x04, DX
 	DECQ             R8
 	JNZ              rows1_vecs6_whole_keys
 	VMOVUPS          Z1, (CX)
-	VMOVUPS          Z2, 64(CX)
-	VMOVUPS          Z3, 128(CX)
-	VMOVUPS          Z4, 192(CX)
-	VMOVUPS          Z5, 256(CX)
-	VMOVUPS          Z6, 320(CX)
+	VMOVUPS          Z4, 64(CX)
+	VMOVUPS          Z5, 128(CX)
+	VMOVUPS          Z6, 192(CX)
+	VMOVUPS          Z7, 256(CX)
+	VMOVUPS          Z8, 320(CX)
 	ADDQ             $0x06, 120(SP)
 	JMP              panelnext
 
@@ -75780,16 +74846,16 @@ rows1_vecs6_masked:
 	VBROADCASTSS 1024(AX)(DX*4), Z0
 	VMOVUPS      (CX), Z1
 	VMULPS       Z0, Z1, Z1
-	VMOVUPS      64(CX), Z2
-	VMULPS       Z0, Z2, Z2
-	VMOVUPS      128(CX), Z3
-	VMULPS       Z0, Z3, Z3
-	VMOVUPS      192(CX), Z4
+	VMOVUPS      64(CX), Z4
 	VMULPS       Z0, Z4, Z4
-	VMOVUPS      256(CX), Z5
+	VMOVUPS      128(CX), Z5
 	VMULPS       Z0, Z5, Z5
-	VMOVUPS.Z    320(CX), K2, Z6
+	VMOVUPS      192(CX), Z6
 	VMULPS       Z0, Z6, Z6
+	VMOVUPS      256(CX), Z7
+	VMULPS       Z0, Z7, Z7
+	VMOVUPS.Z    320(CX), K2, Z8
+	VMULPS       Z0, Z8, Z8
 	MOVQ         56(SP), DI
 	MOVQ         24(SP), R8
 	MOVQ         8(SP), SI
@@ -75828,31 +74894,31 @@ rows1_vecs6_masked_keys_fetched:
 	VFMADD231PS.BCST (DX), Z0, Z1
 	VPMOVSXBD        16(SI), Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST (DX), Z0, Z2
+	VFMADD231PS.BCST (DX), Z0, Z4
 	VPMOVSXBD        32(SI), Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST 1024(DX), Z0, Z3
+	VFMADD231PS.BCST 1024(DX), Z0, Z5
 	VPMOVSXBD        48(SI), Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST 1024(DX), Z0, Z4
+	VFMADD231PS.BCST 1024(DX), Z0, Z6
 	VPMOVSXBD        64(SI), Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST 2048(DX), Z0, Z5
+	VFMADD231PS.BCST 2048(DX), Z0, Z7
 	VMOVDQU8.Z       80(SI), K2, Z0
 	VPMOVSXBD        X0, Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST 2048(DX), Z0, Z6
+	VFMADD231PS.BCST 2048(DX), Z0, Z8
 	ADDQ             DI, SI
 	ADDQ             DI, BX
 	ADDQ             $0x04, DX
 	DECQ             R8
 	JNZ              rows1_vecs6_masked_keys
 	VMOVUPS          Z1, (CX)
-	VMOVUPS          Z2, 64(CX)
-	VMOVUPS          Z3, 128(CX)
-	VMOVUPS          Z4, 192(CX)
-	VMOVUPS          Z5, 256(CX)
-	VMOVUPS          Z6, K2, 320(CX)
+	VMOVUPS          Z4, 64(CX)
+	VMOVUPS          Z5, 128(CX)
+	VMOVUPS          Z6, 192(CX)
+	VMOVUPS          Z7, 256(CX)
+	VMOVUPS          Z8, K2, 320(CX)
 	ADDQ             $0x06, 120(SP)
 	JMP              panelnext
 
@@ -75869,14 +74935,14 @@ rows1_vecs5_whole:
 	VBROADCASTSS 1024(AX)(DX*4), Z0
 	VMOVUPS      (CX), Z1
 	VMULPS       Z0, Z1, Z1
-	VMOVUPS      64(CX), Z2
-	VMULPS       Z0, Z2, Z2
-	VMOVUPS      128(CX), Z3
-	VMULPS       Z0, Z3, Z3
-	VMOVUPS      192(CX), Z4
+	VMOVUPS      64(CX), Z4
 	VMULPS       Z0, Z4, Z4
-	VMOVUPS      256(CX), Z5
+	VMOVUPS      128(CX), Z5
 	VMULPS       Z0, Z5, Z5
+	VMOVUPS      192(CX), Z6
+	VMULPS       Z0, Z6, Z6
+	VMOVUPS      256(CX), Z7
+	VMULPS       Z0, Z7, Z7
 	MOVQ         56(SP), DI
 	MOVQ         24(SP), R8
 	MOVQ         8(SP), SI
@@ -75914,26 +74980,26 @@ rows1_vecs5_whole_keys_fetched:
 	VFMADD231PS.BCST (DX), Z0, Z1
 	VPMOVSXBD        16(SI), Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST (DX), Z0, Z2
+	VFMADD231PS.BCST (DX), Z0, Z4
 	VPMOVSXBD        32(SI), Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST 1024(DX), Z0, Z3
+	VFMADD231PS.BCST 1024(DX), Z0, Z5
 	VPMOVSXBD        48(SI), Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST 1024(DX), Z0, Z4
+	VFMADD231PS.BCST 1024(DX), Z0, Z6
 	VPMOVSXBD        64(SI), Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST 2048(DX), Z0, Z5
+	VFMADD231PS.BCST 2048(DX), Z0, Z7
 	ADDQ             DI, SI
 	ADDQ             DI, BX
 	ADDQ             $0x04, DX
 	DECQ             R8
 	JNZ              rows1_vecs5_whole_keys
 	VMOVUPS          Z1, (CX)
-	VMOVUPS          Z2, 64(CX)
-	VMOVUPS          Z3, 128(CX)
-	VMOVUPS          Z4, 192(CX)
-	VMOVUPS          Z5, 256(CX)
+	VMOVUPS          Z4, 64(CX)
+	VMOVUPS          Z5, 128(CX)
+	VMOVUPS          Z6, 192(CX)
+	VMOVUPS          Z7, 256(CX)
 	ADDQ             $0x05, 120(SP)
 	JMP              panelnext
 
@@ -75950,14 +75016,14 @@ rows1_vecs5_masked:
 	VBROADCASTSS 1024(AX)(DX*4), Z0
 	VMOVUPS      (CX), Z1
 	VMULPS       Z0, Z1, Z1
-	VMOVUPS      64(CX), Z2
-	VMULPS       Z0, Z2, Z2
-	VMOVUPS      128(CX), Z3
-	VMULPS       Z0, Z3, Z3
-	VMOVUPS      192(CX), Z4
+	VMOVUPS      64(CX), Z4
 	VMULPS       Z0, Z4, Z4
-	VMOVUPS.Z    256(CX), K2, Z5
+	VMOVUPS      128(CX), Z5
 	VMULPS       Z0, Z5, Z5
+	VMOVUPS      192(CX), Z6
+	VMULPS       Z0, Z6, Z6
+	VMOVUPS.Z    256(CX), K2, Z7
+	VMULPS       Z0, Z7, Z7
 	MOVQ         56(SP), DI
 	MOVQ         24(SP), R8
 	MOVQ         8(SP), SI
@@ -75995,27 +75061,27 @@ rows1_vecs5_masked_keys_fetched:
 	VFMADD231PS.BCST (DX), Z0, Z1
 	VPMOVSXBD        16(SI), Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST (DX), Z0, Z2
+	VFMADD231PS.BCST (DX), Z0, Z4
 	VPMOVSXBD        32(SI), Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST 1024(DX), Z0, Z3
+	VFMADD231PS.BCST 1024(DX), Z0, Z5
 	VPMOVSXBD        48(SI), Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST 1024(DX), Z0, Z4
+	VFMADD231PS.BCST 1024(DX), Z0, Z6
 	VMOVDQU8.Z       64(SI), K2, Z0
 	VPMOVSXBD        X0, Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST 2048(DX), Z0, Z5
+	VFMADD231PS.BCST 2048(DX), Z0, Z7
 	ADDQ             DI, SI
 	ADDQ             DI, BX
 	ADDQ             $0x04, DX
 	DECQ             R8
 	JNZ              rows1_vecs5_masked_keys
 	VMOVUPS          Z1, (CX)
-	VMOVUPS          Z2, 64(CX)
-	VMOVUPS          Z3, 128(CX)
-	VMOVUPS          Z4, 192(CX)
-	VMOVUPS          Z5, K2, 256(CX)
+	VMOVUPS          Z4, 64(CX)
+	VMOVUPS          Z5, 128(CX)
+	VMOVUPS          Z6, 192(CX)
+	VMOVUPS          Z7, K2, 256(CX)
 	ADDQ             $0x05, 120(SP)
 	JMP              panelnext
 
@@ -76032,12 +75098,12 @@ rows1_vecs4_whole:
 	VBROADCASTSS 1024(AX)(DX*4), Z0
 	VMOVUPS      (CX), Z1
 	VMULPS       Z0, Z1, Z1
-	VMOVUPS      64(CX), Z2
-	VMULPS       Z0, Z2, Z2
-	VMOVUPS      128(CX), Z3
-	VMULPS       Z0, Z3, Z3
-	VMOVUPS      192(CX), Z4
+	VMOVUPS      64(CX), Z4
 	VMULPS       Z0, Z4, Z4
+	VMOVUPS      128(CX), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS      192(CX), Z6
+	VMULPS       Z0, Z6, Z6
 	MOVQ         56(SP), DI
 	MOVQ         24(SP), R8
 	MOVQ         8(SP), SI
@@ -76074,22 +75140,22 @@ rows1_vecs4_whole_keys_fetched:
 	VFMADD231PS.BCST (DX), Z0, Z1
 	VPMOVSXBD        16(SI), Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST (DX), Z0, Z2
+	VFMADD231PS.BCST (DX), Z0, Z4
 	VPMOVSXBD        32(SI), Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST 1024(DX), Z0, Z3
+	VFMADD231PS.BCST 1024(DX), Z0, Z5
 	VPMOVSXBD        48(SI), Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST 1024(DX), Z0, Z4
+	VFMADD231PS.BCST 1024(DX), Z0, Z6
 	ADDQ             DI, SI
 	ADDQ             DI, BX
 	ADDQ             $0x04, DX
 	DECQ             R8
 	JNZ              rows1_vecs4_whole_keys
 	VMOVUPS          Z1, (CX)
-	VMOVUPS          Z2, 64(CX)
-	VMOVUPS          Z3, 128(CX)
-	VMOVUPS          Z4, 192(CX)
+	VMOVUPS          Z4, 64(CX)
+	VMOVUPS          Z5, 128(CX)
+	VMOVUPS          Z6, 192(CX)
 	ADDQ             $0x04, 120(SP)
 	JMP              panelnext
 
@@ -76106,12 +75172,12 @@ rows1_vecs4_masked:
 	VBROADCASTSS 1024(AX)(DX*4), Z0
 	VMOVUPS      (CX), Z1
 	VMULPS       Z0, Z1, Z1
-	VMOVUPS      64(CX), Z2
-	VMULPS       Z0, Z2, Z2
-	VMOVUPS      128(CX), Z3
-	VMULPS       Z0, Z3, Z3
-	VMOVUPS.Z    192(CX), K2, Z4
+	VMOVUPS      64(CX), Z4
 	VMULPS       Z0, Z4, Z4
+	VMOVUPS      128(CX), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS.Z    192(CX), K2, Z6
+	VMULPS       Z0, Z6, Z6
 	MOVQ         56(SP), DI
 	MOVQ         24(SP), R8
 	MOVQ         8(SP), SI
@@ -76148,23 +75214,23 @@ rows1_vecs4_masked_keys_fetched:
 	VFMADD231PS.BCST (DX), Z0, Z1
 	VPMOVSXBD        16(SI), Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST (DX), Z0, Z2
+	VFMADD231PS.BCST (DX), Z0, Z4
 	VPMOVSXBD        32(SI), Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST 1024(DX), Z0, Z3
+	VFMADD231PS.BCST 1024(DX), Z0, Z5
 	VMOVDQU8.Z       48(SI), K2, Z0
 	VPMOVSXBD        X0, Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST 1024(DX), Z0, Z4
+	VFMADD231PS.BCST 1024(DX), Z0, Z6
 	ADDQ             DI, SI
 	ADDQ             DI, BX
 	ADDQ             $0x04, DX
 	DECQ             R8
 	JNZ              rows1_vecs4_masked_keys
 	VMOVUPS          Z1, (CX)
-	VMOVUPS          Z2, 64(CX)
-	VMOVUPS          Z3, 128(CX)
-	VMOVUPS          Z4, K2, 192(CX)
+	VMOVUPS          Z4, 64(CX)
+	VMOVUPS          Z5, 128(CX)
+	VMOVUPS          Z6, K2, 192(CX)
 	ADDQ             $0x04, 120(SP)
 	JMP              panelnext
 
@@ -76181,10 +75247,10 @@ rows1_vecs3_whole:
 	VBROADCASTSS 1024(AX)(DX*4), Z0
 	VMOVUPS      (CX), Z1
 	VMULPS       Z0, Z1, Z1
-	VMOVUPS      64(CX), Z2
-	VMULPS       Z0, Z2, Z2
-	VMOVUPS      128(CX), Z3
-	VMULPS       Z0, Z3, Z3
+	VMOVUPS      64(CX), Z4
+	VMULPS       Z0, Z4, Z4
+	VMOVUPS      128(CX), Z5
+	VMULPS       Z0, Z5, Z5
 	MOVQ         56(SP), DI
 	MOVQ         24(SP), R8
 	MOVQ         8(SP), SI
@@ -76220,18 +75286,18 @@ rows1_vecs3_whole_keys_fetched:
 	VFMADD231PS.BCST (DX), Z0, Z1
 	VPMOVSXBD        16(SI), Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST (DX), Z0, Z2
+	VFMADD231PS.BCST (DX), Z0, Z4
 	VPMOVSXBD        32(SI), Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST 1024(DX), Z0, Z3
+	VFMADD231PS.BCST 1024(DX), Z0, Z5
 	ADDQ             DI, SI
 	ADDQ             DI, BX
 	ADDQ             $0x04, DX
 	DECQ             R8
 	JNZ              rows1_vecs3_whole_keys
 	VMOVUPS          Z1, (CX)
-	VMOVUPS          Z2, 64(CX)
-	VMOVUPS          Z3, 128(CX)
+	VMOVUPS          Z4, 64(CX)
+	VMOVUPS          Z5, 128(CX)
 	ADDQ             $0x03, 120(SP)
 	JMP              panelnext
 
@@ -76248,10 +75314,10 @@ rows1_vecs3_masked:
 	VBROADCASTSS 1024(AX)(DX*4), Z0
 	VMOVUPS      (CX), Z1
 	VMULPS       Z0, Z1, Z1
-	VMOVUPS      64(CX), Z2
-	VMULPS       Z0, Z2, Z2
-	VMOVUPS.Z    128(CX), K2, Z3
-	VMULPS       Z0, Z3, Z3
+	VMOVUPS      64(CX), Z4
+	VMULPS       Z0, Z4, Z4
+	VMOVUPS.Z    128(CX), K2, Z5
+	VMULPS       Z0, Z5, Z5
 	MOVQ         56(SP), DI
 	MOVQ         24(SP), R8
 	MOVQ         8(SP), SI
@@ -76287,19 +75353,19 @@ rows1_vecs3_masked_keys_fetched:
 	VFMADD231PS.BCST (DX), Z0, Z1
 	VPMOVSXBD        16(SI), Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST (DX), Z0, Z2
+	VFMADD231PS.BCST (DX), Z0, Z4
 	VMOVDQU8.Z       32(SI), K2, Z0
 	VPMOVSXBD        X0, Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST 1024(DX), Z0, Z3
+	VFMADD231PS.BCST 1024(DX), Z0, Z5
 	ADDQ             DI, SI
 	ADDQ             DI, BX
 	ADDQ             $0x04, DX
 	DECQ             R8
 	JNZ              rows1_vecs3_masked_keys
 	VMOVUPS          Z1, (CX)
-	VMOVUPS          Z2, 64(CX)
-	VMOVUPS          Z3, K2, 128(CX)
+	VMOVUPS          Z4, 64(CX)
+	VMOVUPS          Z5, K2, 128(CX)
 	ADDQ             $0x03, 120(SP)
 	JMP              panelnext
 
@@ -76316,8 +75382,8 @@ rows1_vecs2_whole:
 	VBROADCASTSS 1024(AX)(DX*4), Z0
 	VMOVUPS      (CX), Z1
 	VMULPS       Z0, Z1, Z1
-	VMOVUPS      64(CX), Z2
-	VMULPS       Z0, Z2, Z2
+	VMOVUPS      64(CX), Z4
+	VMULPS       Z0, Z4, Z4
 	MOVQ         56(SP), DI
 	MOVQ         24(SP), R8
 	MOVQ         8(SP), SI
@@ -76352,14 +75418,14 @@ rows1_vecs2_whole_keys_fetched:
 	VFMADD231PS.BCST (DX), Z0, Z1
 	VPMOVSXBD        16(SI), Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST (DX), Z0, Z2
+	VFMADD231PS.BCST (DX), Z0, Z4
 	ADDQ             DI, SI
 	ADDQ             DI, BX
 	ADDQ             $0x04, DX
 	DECQ             R8
 	JNZ              rows1_vecs2_whole_keys
 	VMOVUPS          Z1, (CX)
-	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z4, 64(CX)
 	ADDQ             $0x02, 120(SP)
 	JMP              panelnext
 
@@ -76376,8 +75442,8 @@ rows1_vecs2_masked:
 	VBROADCASTSS 1024(AX)(DX*4), Z0
 	VMOVUPS      (CX), Z1
 	VMULPS       Z0, Z1, Z1
-	VMOVUPS.Z    64(CX), K2, Z2
-	VMULPS       Z0, Z2, Z2
+	VMOVUPS.Z    64(CX), K2, Z4
+	VMULPS       Z0, Z4, Z4
 	MOVQ         56(SP), DI
 	MOVQ         24(SP), R8
 	MOVQ         8(SP), SI
@@ -76413,14 +75479,14 @@ rows1_vecs2_masked_keys_fetched:
 	VMOVDQU8.Z       16(SI), K2, Z0
 	VPMOVSXBD        X0, Z0
 	VCVTDQ2PS        Z0, Z0
-	VFMADD231PS.BCST (DX), Z0, Z2
+	VFMADD231PS.BCST (DX), Z0, Z4
 	ADDQ             DI, SI
 	ADDQ             DI, BX
 	ADDQ             $0x04, DX
 	DECQ             R8
 	JNZ              rows1_vecs2_masked_keys
 	VMOVUPS          Z1, (CX)
-	VMOVUPS          Z2, K2, 64(CX)
+	VMOVUPS          Z4, K2, 64(CX)
 	ADDQ             $0x02, 120(SP)
 	JMP              panelnext
 
@@ -76567,7 +75633,7 @@ panelnext:
 	RET
 
 // func DecodeI4AVX512(q *float32, rows int, kvec int, ktail int, k *int8, ldk int, v *int8, ldv int, nk int, vvec int, vtail int, o *float32, m *float32, l *float32, s *float32, alibi *float32, ks *float32, ldks int, vs *float32, ldvs int)
-// Requires: AVX, AVX512F, CMOV, MMX+
+// Requires: AVX, AVX512F, CMOV, FMA3, MMX+
 TEXT ·DecodeI4AVX512(SB), NOSPLIT, $208-160
 	MOVQ s+112(FP), AX
 	MOVQ ldk+40(FP), CX
@@ -76800,41 +75866,41 @@ scalesk:
 	VMOVUPS.Z    (R10), K3, Z1
 	VINSERTF32X4 $0x03, X1, Z0, Z0
 	VMOVUPS.Z    (CX)(SI*1), K3, Z1
-	VMOVUPS.Z    (R8)(SI*1), K3, Z2
-	VINSERTF32X4 $0x01, X2, Z1, Z1
-	VMOVUPS.Z    (R9)(SI*1), K3, Z2
-	VINSERTF32X4 $0x02, X2, Z1, Z1
-	VMOVUPS.Z    (R10)(SI*1), K3, Z2
-	VINSERTF32X4 $0x03, X2, Z1, Z1
-	VMOVUPS.Z    (CX)(SI*2), K3, Z2
-	VMOVUPS.Z    (R8)(SI*2), K3, Z3
-	VINSERTF32X4 $0x01, X3, Z2, Z2
-	VMOVUPS.Z    (R9)(SI*2), K3, Z3
-	VINSERTF32X4 $0x02, X3, Z2, Z2
-	VMOVUPS.Z    (R10)(SI*2), K3, Z3
-	VINSERTF32X4 $0x03, X3, Z2, Z2
-	VMOVUPS.Z    (CX)(DI*1), K3, Z3
-	VMOVUPS.Z    (R8)(DI*1), K3, Z4
-	VINSERTF32X4 $0x01, X4, Z3, Z3
-	VMOVUPS.Z    (R9)(DI*1), K3, Z4
-	VINSERTF32X4 $0x02, X4, Z3, Z3
-	VMOVUPS.Z    (R10)(DI*1), K3, Z4
-	VINSERTF32X4 $0x03, X4, Z3, Z3
-	VUNPCKLPS    Z1, Z0, Z4
+	VMOVUPS.Z    (R8)(SI*1), K3, Z4
+	VINSERTF32X4 $0x01, X4, Z1, Z1
+	VMOVUPS.Z    (R9)(SI*1), K3, Z4
+	VINSERTF32X4 $0x02, X4, Z1, Z1
+	VMOVUPS.Z    (R10)(SI*1), K3, Z4
+	VINSERTF32X4 $0x03, X4, Z1, Z1
+	VMOVUPS.Z    (CX)(SI*2), K3, Z4
+	VMOVUPS.Z    (R8)(SI*2), K3, Z5
+	VINSERTF32X4 $0x01, X5, Z4, Z4
+	VMOVUPS.Z    (R9)(SI*2), K3, Z5
+	VINSERTF32X4 $0x02, X5, Z4, Z4
+	VMOVUPS.Z    (R10)(SI*2), K3, Z5
+	VINSERTF32X4 $0x03, X5, Z4, Z4
+	VMOVUPS.Z    (CX)(DI*1), K3, Z5
+	VMOVUPS.Z    (R8)(DI*1), K3, Z6
+	VINSERTF32X4 $0x01, X6, Z5, Z5
+	VMOVUPS.Z    (R9)(DI*1), K3, Z6
+	VINSERTF32X4 $0x02, X6, Z5, Z5
+	VMOVUPS.Z    (R10)(DI*1), K3, Z6
+	VINSERTF32X4 $0x03, X6, Z5, Z5
+	VUNPCKLPS    Z1, Z0, Z6
 	VUNPCKHPS    Z1, Z0, Z0
-	VUNPCKLPS    Z3, Z2, Z1
-	VUNPCKHPS    Z3, Z2, Z2
-	VUNPCKLPD    Z1, Z4, Z3
-	VUNPCKHPD    Z1, Z4, Z1
-	VUNPCKLPD    Z2, Z0, Z4
-	VUNPCKHPD    Z2, Z0, Z0
-	VMOVUPS      Z3, (DX)
+	VUNPCKLPS    Z5, Z4, Z1
+	VUNPCKHPS    Z5, Z4, Z4
+	VUNPCKLPD    Z1, Z6, Z5
+	VUNPCKHPD    Z1, Z6, Z1
+	VUNPCKLPD    Z4, Z0, Z6
+	VUNPCKHPD    Z4, Z0, Z0
+	VMOVUPS      Z5, (DX)
 	CMPQ         R11, $0x01
 	JLE          scalesk_stored
 	VMOVUPS      Z1, 64(DX)
 	CMPQ         R11, $0x02
 	JLE          scalesk_stored
-	VMOVUPS      Z4, 128(DX)
+	VMOVUPS      Z6, 128(DX)
 	CMPQ         R11, $0x03
 	JLE          scalesk_stored
 	VMOVUPS      Z0, 192(DX)
@@ -76871,41 +75937,41 @@ scalesv:
 	VMOVUPS.Z    (R10), K3, Z1
 	VINSERTF32X4 $0x03, X1, Z0, Z0
 	VMOVUPS.Z    (CX)(SI*1), K3, Z1
-	VMOVUPS.Z    (R8)(SI*1), K3, Z2
-	VINSERTF32X4 $0x01, X2, Z1, Z1
-	VMOVUPS.Z    (R9)(SI*1), K3, Z2
-	VINSERTF32X4 $0x02, X2, Z1, Z1
-	VMOVUPS.Z    (R10)(SI*1), K3, Z2
-	VINSERTF32X4 $0x03, X2, Z1, Z1
-	VMOVUPS.Z    (CX)(SI*2), K3, Z2
-	VMOVUPS.Z    (R8)(SI*2), K3, Z3
-	VINSERTF32X4 $0x01, X3, Z2, Z2
-	VMOVUPS.Z    (R9)(SI*2), K3, Z3
-	VINSERTF32X4 $0x02, X3, Z2, Z2
-	VMOVUPS.Z    (R10)(SI*2), K3, Z3
-	VINSERTF32X4 $0x03, X3, Z2, Z2
-	VMOVUPS.Z    (CX)(DI*1), K3, Z3
-	VMOVUPS.Z    (R8)(DI*1), K3, Z4
-	VINSERTF32X4 $0x01, X4, Z3, Z3
-	VMOVUPS.Z    (R9)(DI*1), K3, Z4
-	VINSERTF32X4 $0x02, X4, Z3, Z3
-	VMOVUPS.Z    (R10)(DI*1), K3, Z4
-	VINSERTF32X4 $0x03, X4, Z3, Z3
-	VUNPCKLPS    Z1, Z0, Z4
+	VMOVUPS.Z    (R8)(SI*1), K3, Z4
+	VINSERTF32X4 $0x01, X4, Z1, Z1
+	VMOVUPS.Z    (R9)(SI*1), K3, Z4
+	VINSERTF32X4 $0x02, X4, Z1, Z1
+	VMOVUPS.Z    (R10)(SI*1), K3, Z4
+	VINSERTF32X4 $0x03, X4, Z1, Z1
+	VMOVUPS.Z    (CX)(SI*2), K3, Z4
+	VMOVUPS.Z    (R8)(SI*2), K3, Z5
+	VINSERTF32X4 $0x01, X5, Z4, Z4
+	VMOVUPS.Z    (R9)(SI*2), K3, Z5
+	VINSERTF32X4 $0x02, X5, Z4, Z4
+	VMOVUPS.Z    (R10)(SI*2), K3, Z5
+	VINSERTF32X4 $0x03, X5, Z4, Z4
+	VMOVUPS.Z    (CX)(DI*1), K3, Z5
+	VMOVUPS.Z    (R8)(DI*1), K3, Z6
+	VINSERTF32X4 $0x01, X6, Z5, Z5
+	VMOVUPS.Z    (R9)(DI*1), K3, Z6
+	VINSERTF32X4 $0x02, X6, Z5, Z5
+	VMOVUPS.Z    (R10)(DI*1), K3, Z6
+	VINSERTF32X4 $0x03, X6, Z5, Z5
+	VUNPCKLPS    Z1, Z0, Z6
 	VUNPCKHPS    Z1, Z0, Z0
-	VUNPCKLPS    Z3, Z2, Z1
-	VUNPCKHPS    Z3, Z2, Z2
-	VUNPCKLPD    Z1, Z4, Z3
-	VUNPCKHPD    Z1, Z4, Z1
-	VUNPCKLPD    Z2, Z0, Z4
-	VUNPCKHPD    Z2, Z0, Z0
-	VMOVUPS      Z3, (DX)
+	VUNPCKLPS    Z5, Z4, Z1
+	VUNPCKHPS    Z5, Z4, Z4
+	VUNPCKLPD    Z1, Z6, Z5
+	VUNPCKHPD    Z1, Z6, Z1
+	VUNPCKLPD    Z4, Z0, Z6
+	VUNPCKHPD    Z4, Z0, Z0
+	VMOVUPS      Z5, (DX)
 	CMPQ         R11, $0x01
 	JLE          scalesv_stored
 	VMOVUPS      Z1, 64(DX)
 	CMPQ         R11, $0x02
 	JLE          scalesv_stored
-	VMOVUPS      Z4, 128(DX)
+	VMOVUPS      Z6, 128(DX)
 	CMPQ         R11, $0x03
 	JLE          scalesv_stored
 	VMOVUPS      Z0, 192(DX)
@@ -76935,8 +76001,6 @@ scalesv_stored:
 scores_rows4_prefetched:
 	VMOVUPS   constsAVX512<>+2048(SB), Z0
 	VMOVUPS   constsAVX512<>+2048(SB), Z1
-	VMOVUPS   constsAVX512<>+2048(SB), Z2
-	VMOVUPS   constsAVX512<>+2048(SB), Z3
 	VMOVUPS   constsAVX512<>+2048(SB), Z4
 	VMOVUPS   constsAVX512<>+2048(SB), Z5
 	VMOVUPS   constsAVX512<>+2048(SB), Z6
@@ -76949,6 +76013,8 @@ scores_rows4_prefetched:
 	VMOVUPS   constsAVX512<>+2048(SB), Z13
 	VMOVUPS   constsAVX512<>+2048(SB), Z14
 	VMOVUPS   constsAVX512<>+2048(SB), Z15
+	VMOVUPS   constsAVX512<>+2048(SB), Z16
+	VMOVUPS   constsAVX512<>+2048(SB), Z17
 	MOVQ      48(SP), CX
 	MOVQ      (SP), DX
 	LEAQ      (CX)(CX*2), BX
@@ -76957,102 +76023,102 @@ scores_rows4_prefetched:
 	MOVQ      96(SP), DI
 	MOVQ      40(SP), R8
 	LEAQ      (DI)(R8*2), R9
-	VMOVDQU32 constsAVX512<>+2368(SB), Z20
-	VMOVDQU32 constsAVX512<>+2816(SB), Z21
-	VMOVDQU32 constsAVX512<>+2880(SB), Z22
+	VMOVDQU32 constsAVX512<>+2368(SB), Z22
+	VMOVDQU32 constsAVX512<>+2816(SB), Z23
+	VMOVDQU32 constsAVX512<>+2880(SB), Z24
 	MOVQ      32(SP), R10
 	TESTQ     R10, R10
 	JZ        scores_rows4_prefetched_pass0_last_dims
 
 scores_rows4_prefetched_pass0_dims:
-	VMOVUPS     (DI), Z16
-	VMOVUPS     (DI)(R8*1), Z17
-	VMOVUPS     (DI)(R8*2), Z18
-	VMOVUPS     (R9)(R8*1), Z19
+	VMOVUPS     (DI), Z18
+	VMOVUPS     (DI)(R8*1), Z19
+	VMOVUPS     (DI)(R8*2), Z20
+	VMOVUPS     (R9)(R8*1), Z21
 	MOVQ        32(SP), R11
 	SUBQ        R10, R11
 	SHRQ        $0x01, R11
 	SHLQ        $0x06, R11
 	PREFETCHT1  (SI)
-	VPMOVZXBD   (DX), Z23
-	VPANDD      Z20, Z23, Z23
-	VPORD       Z21, Z23, Z23
-	VSUBPS      Z22, Z23, Z23
-	VMULPS.BCST 1216(AX)(R11*1), Z23, Z23
-	VFMADD231PS Z23, Z16, Z0
-	VFMADD231PS Z23, Z17, Z1
-	VFMADD231PS Z23, Z18, Z2
-	VFMADD231PS Z23, Z19, Z3
+	VPMOVZXBD   (DX), Z25
+	VPANDD      Z22, Z25, Z25
+	VPORD       Z23, Z25, Z25
+	VSUBPS      Z24, Z25, Z25
+	VMULPS.BCST 1216(AX)(R11*1), Z25, Z25
+	VFMADD231PS Z25, Z18, Z0
+	VFMADD231PS Z25, Z19, Z1
+	VFMADD231PS Z25, Z20, Z4
+	VFMADD231PS Z25, Z21, Z5
 	PREFETCHT1  (SI)(CX*1)
-	VPMOVZXBD   (DX)(CX*1), Z23
-	VPANDD      Z20, Z23, Z23
-	VPORD       Z21, Z23, Z23
-	VSUBPS      Z22, Z23, Z23
-	VMULPS.BCST 1220(AX)(R11*1), Z23, Z23
-	VFMADD231PS Z23, Z16, Z4
-	VFMADD231PS Z23, Z17, Z5
-	VFMADD231PS Z23, Z18, Z6
-	VFMADD231PS Z23, Z19, Z7
+	VPMOVZXBD   (DX)(CX*1), Z25
+	VPANDD      Z22, Z25, Z25
+	VPORD       Z23, Z25, Z25
+	VSUBPS      Z24, Z25, Z25
+	VMULPS.BCST 1220(AX)(R11*1), Z25, Z25
+	VFMADD231PS Z25, Z18, Z6
+	VFMADD231PS Z25, Z19, Z7
+	VFMADD231PS Z25, Z20, Z8
+	VFMADD231PS Z25, Z21, Z9
 	PREFETCHT1  (SI)(CX*2)
-	VPMOVZXBD   (DX)(CX*2), Z23
-	VPANDD      Z20, Z23, Z23
-	VPORD       Z21, Z23, Z23
-	VSUBPS      Z22, Z23, Z23
-	VMULPS.BCST 1224(AX)(R11*1), Z23, Z23
-	VFMADD231PS Z23, Z16, Z8
-	VFMADD231PS Z23, Z17, Z9
-	VFMADD231PS Z23, Z18, Z10
-	VFMADD231PS Z23, Z19, Z11
+	VPMOVZXBD   (DX)(CX*2), Z25
+	VPANDD      Z22, Z25, Z25
+	VPORD       Z23, Z25, Z25
+	VSUBPS      Z24, Z25, Z25
+	VMULPS.BCST 1224(AX)(R11*1), Z25, Z25
+	VFMADD231PS Z25, Z18, Z10
+	VFMADD231PS Z25, Z19, Z11
+	VFMADD231PS Z25, Z20, Z12
+	VFMADD231PS Z25, Z21, Z13
 	PREFETCHT1  (SI)(BX*1)
-	VPMOVZXBD   (DX)(BX*1), Z23
-	VPANDD      Z20, Z23, Z23
-	VPORD       Z21, Z23, Z23
-	VSUBPS      Z22, Z23, Z23
-	VMULPS.BCST 1228(AX)(R11*1), Z23, Z23
-	VFMADD231PS Z23, Z16, Z12
-	VFMADD231PS Z23, Z17, Z13
-	VFMADD231PS Z23, Z18, Z14
-	VFMADD231PS Z23, Z19, Z15
-	VMOVUPS     64(DI), Z16
-	VMOVUPS     64(DI)(R8*1), Z17
-	VMOVUPS     64(DI)(R8*2), Z18
-	VMOVUPS     64(R9)(R8*1), Z19
-	VPMOVZXBD   (DX), Z23
-	VPSRLD      $0x04, Z23, Z23
-	VPORD       Z21, Z23, Z23
-	VSUBPS      Z22, Z23, Z23
-	VMULPS.BCST 1216(AX)(R11*1), Z23, Z23
-	VFMADD231PS Z23, Z16, Z0
-	VFMADD231PS Z23, Z17, Z1
-	VFMADD231PS Z23, Z18, Z2
-	VFMADD231PS Z23, Z19, Z3
-	VPMOVZXBD   (DX)(CX*1), Z23
-	VPSRLD      $0x04, Z23, Z23
-	VPORD       Z21, Z23, Z23
-	VSUBPS      Z22, Z23, Z23
-	VMULPS.BCST 1220(AX)(R11*1), Z23, Z23
-	VFMADD231PS Z23, Z16, Z4
-	VFMADD231PS Z23, Z17, Z5
-	VFMADD231PS Z23, Z18, Z6
-	VFMADD231PS Z23, Z19, Z7
-	VPMOVZXBD   (DX)(CX*2), Z23
-	VPSRLD      $0x04, Z23, Z23
-	VPORD       Z21, Z23, Z23
-	VSUBPS      Z22, Z23, Z23
-	VMULPS.BCST 1224(AX)(R11*1), Z23, Z23
-	VFMADD231PS Z23, Z16, Z8
-	VFMADD231PS Z23, Z17, Z9
-	VFMADD231PS Z23, Z18, Z10
-	VFMADD231PS Z23, Z19, Z11
-	VPMOVZXBD   (DX)(BX*1), Z23
-	VPSRLD      $0x04, Z23, Z23
-	VPORD       Z21, Z23, Z23
-	VSUBPS      Z22, Z23, Z23
-	VMULPS.BCST 1228(AX)(R11*1), Z23, Z23
-	VFMADD231PS Z23, Z16, Z12
-	VFMADD231PS Z23, Z17, Z13
-	VFMADD231PS Z23, Z18, Z14
-	VFMADD231PS Z23, Z19, Z15
+	VPMOVZXBD   (DX)(BX*1), Z25
+	VPANDD      Z22, Z25, Z25
+	VPORD       Z23, Z25, Z25
+	VSUBPS      Z24, Z25, Z25
+	VMULPS.BCST 1228(AX)(R11*1), Z25, Z25
+	VFMADD231PS Z25, Z18, Z14
+	VFMADD231PS Z25, Z19, Z15
+	VFMADD231PS Z25, Z20, Z16
+	VFMADD231PS Z25, Z21, Z17
+	VMOVUPS     64(DI), Z18
+	VMOVUPS     64(DI)(R8*1), Z19
+	VMOVUPS     64(DI)(R8*2), Z20
+	VMOVUPS     64(R9)(R8*1), Z21
+	VPMOVZXBD   (DX), Z25
+	VPSRLD      $0x04, Z25, Z25
+	VPORD       Z23, Z25, Z25
+	VSUBPS      Z24, Z25, Z25
+	VMULPS.BCST 1216(AX)(R11*1), Z25, Z25
+	VFMADD231PS Z25, Z18, Z0
+	VFMADD231PS Z25, Z19, Z1
+	VFMADD231PS Z25, Z20, Z4
+	VFMADD231PS Z25, Z21, Z5
+	VPMOVZXBD   (DX)(CX*1), Z25
+	VPSRLD      $0x04, Z25, Z25
+	VPORD       Z23, Z25, Z25
+	VSUBPS      Z24, Z25, Z25
+	VMULPS.BCST 1220(AX)(R11*1), Z25, Z25
+	VFMADD231PS Z25, Z18, Z6
+	VFMADD231PS Z25, Z19, Z7
+	VFMADD231PS Z25, Z20, Z8
+	VFMADD231PS Z25, Z21, Z9
+	VPMOVZXBD   (DX)(CX*2), Z25
+	VPSRLD      $0x04, Z25, Z25
+	VPORD       Z23, Z25, Z25
+	VSUBPS      Z24, Z25, Z25
+	VMULPS.BCST 1224(AX)(R11*1), Z25, Z25
+	VFMADD231PS Z25, Z18, Z10
+	VFMADD231PS Z25, Z19, Z11
+	VFMADD231PS Z25, Z20, Z12
+	VFMADD231PS Z25, Z21, Z13
+	VPMOVZXBD   (DX)(BX*1), Z25
+	VPSRLD      $0x04, Z25, Z25
+	VPORD       Z23, Z25, Z25
+	VSUBPS      Z24, Z25, Z25
+	VMULPS.BCST 1228(AX)(R11*1), Z25, Z25
+	VFMADD231PS Z25, Z18, Z14
+	VFMADD231PS Z25, Z19, Z15
+	VFMADD231PS Z25, Z20, Z16
+	VFMADD231PS Z25, Z21, Z17
 	ADDQ        $0x80, DI
 	ADDQ        $0x80, R9
 	ADDQ        $0x10, DX
@@ -77061,12 +76127,9 @@ scores_rows4_prefetched_pass0_dims:
 	JNZ         scores_rows4_prefetched_pass0_dims
 
 scores_rows4_prefetched_pass0_last_dims:
-	VSHUFF32X4 $0xee, Z1, Z0, Z16
+	VSHUFF32X4 $0xee, Z1, Z0, Z18
 	VSHUFF32X4 $0x44, Z1, Z0, Z0
-	VADDPS     Z16, Z0, Z0
-	VSHUFF32X4 $0xee, Z3, Z2, Z1
-	VSHUFF32X4 $0x44, Z3, Z2, Z2
-	VADDPS     Z1, Z2, Z2
+	VADDPS     Z18, Z0, Z0
 	VSHUFF32X4 $0xee, Z5, Z4, Z1
 	VSHUFF32X4 $0x44, Z5, Z4, Z4
 	VADDPS     Z1, Z4, Z4
@@ -77085,384 +76148,33 @@ scores_rows4_prefetched_pass0_last_dims:
 	VSHUFF32X4 $0xee, Z15, Z14, Z1
 	VSHUFF32X4 $0x44, Z15, Z14, Z14
 	VADDPS     Z1, Z14, Z14
-	VSHUFF32X4 $0xdd, Z2, Z0, Z1
-	VSHUFF32X4 $0x88, Z2, Z0, Z0
+	VSHUFF32X4 $0xee, Z17, Z16, Z1
+	VSHUFF32X4 $0x44, Z17, Z16, Z16
+	VADDPS     Z1, Z16, Z16
+	VSHUFF32X4 $0xdd, Z4, Z0, Z1
+	VSHUFF32X4 $0x88, Z4, Z0, Z0
 	VADDPS     Z1, Z0, Z0
-	VSHUFF32X4 $0xdd, Z6, Z4, Z1
-	VSHUFF32X4 $0x88, Z6, Z4, Z4
-	VADDPS     Z1, Z4, Z4
-	VSHUFF32X4 $0xdd, Z10, Z8, Z1
-	VSHUFF32X4 $0x88, Z10, Z8, Z8
-	VADDPS     Z1, Z8, Z8
-	VSHUFF32X4 $0xdd, Z14, Z12, Z1
-	VSHUFF32X4 $0x88, Z14, Z12, Z12
-	VADDPS     Z1, Z12, Z12
-	VSHUFPS    $0xee, Z4, Z0, Z1
-	VSHUFPS    $0x44, Z4, Z0, Z0
-	VADDPS     Z1, Z0, Z0
-	VSHUFPS    $0xee, Z12, Z8, Z1
-	VSHUFPS    $0x44, Z12, Z8, Z8
-	VADDPS     Z1, Z8, Z8
-	VSHUFPS    $0xdd, Z8, Z0, Z1
-	VSHUFPS    $0x88, Z8, Z0, Z0
-	VADDPS     Z1, Z0, Z0
-	VMOVUPS    Z0, Z20
-	VMOVUPS    constsAVX512<>+2048(SB), Z0
-	VMOVUPS    constsAVX512<>+2048(SB), Z1
-	VMOVUPS    constsAVX512<>+2048(SB), Z2
-	VMOVUPS    constsAVX512<>+2048(SB), Z3
-	VMOVUPS    constsAVX512<>+2048(SB), Z4
-	VMOVUPS    constsAVX512<>+2048(SB), Z5
-	VMOVUPS    constsAVX512<>+2048(SB), Z6
-	VMOVUPS    constsAVX512<>+2048(SB), Z7
-	VMOVUPS    constsAVX512<>+2048(SB), Z8
-	VMOVUPS    constsAVX512<>+2048(SB), Z9
-	VMOVUPS    constsAVX512<>+2048(SB), Z10
-	VMOVUPS    constsAVX512<>+2048(SB), Z11
-	VMOVUPS    constsAVX512<>+2048(SB), Z12
-	VMOVUPS    constsAVX512<>+2048(SB), Z13
-	VMOVUPS    constsAVX512<>+2048(SB), Z14
-	VMOVUPS    constsAVX512<>+2048(SB), Z15
-	MOVQ       48(SP), CX
-	MOVQ       (SP), DX
-	IMUL3Q     $0x04, CX, BX
-	ADDQ       BX, DX
-	LEAQ       (CX)(CX*2), BX
-	MOVQ       128(SP), SI
-	LEAQ       (DX)(SI*1), SI
-	MOVQ       96(SP), DI
-	MOVQ       40(SP), R8
-	LEAQ       (DI)(R8*2), R9
-	VMOVDQU32  constsAVX512<>+2368(SB), Z21
-	VMOVDQU32  constsAVX512<>+2816(SB), Z22
-	VMOVDQU32  constsAVX512<>+2880(SB), Z23
-	MOVQ       32(SP), R10
-	TESTQ      R10, R10
-	JZ         scores_rows4_prefetched_pass1_last_dims
-
-scores_rows4_prefetched_pass1_dims:
-	VMOVUPS     (DI), Z16
-	VMOVUPS     (DI)(R8*1), Z17
-	VMOVUPS     (DI)(R8*2), Z18
-	VMOVUPS     (R9)(R8*1), Z19
-	MOVQ        32(SP), R11
-	SUBQ        R10, R11
-	SHRQ        $0x01, R11
-	SHLQ        $0x06, R11
-	PREFETCHT1  (SI)
-	VPMOVZXBD   (DX), Z24
-	VPANDD      Z21, Z24, Z24
-	VPORD       Z22, Z24, Z24
-	VSUBPS      Z23, Z24, Z24
-	VMULPS.BCST 1232(AX)(R11*1), Z24, Z24
-	VFMADD231PS Z24, Z16, Z0
-	VFMADD231PS Z24, Z17, Z1
-	VFMADD231PS Z24, Z18, Z2
-	VFMADD231PS Z24, Z19, Z3
-	PREFETCHT1  (SI)(CX*1)
-	VPMOVZXBD   (DX)(CX*1), Z24
-	VPANDD      Z21, Z24, Z24
-	VPORD       Z22, Z24, Z24
-	VSUBPS      Z23, Z24, Z24
-	VMULPS.BCST 1236(AX)(R11*1), Z24, Z24
-	VFMADD231PS Z24, Z16, Z4
-	VFMADD231PS Z24, Z17, Z5
-	VFMADD231PS Z24, Z18, Z6
-	VFMADD231PS Z24, Z19, Z7
-	PREFETCHT1  (SI)(CX*2)
-	VPMOVZXBD   (DX)(CX*2), Z24
-	VPANDD      Z21, Z24, Z24
-	VPORD       Z22, Z24, Z24
-	VSUBPS      Z23, Z24, Z24
-	VMULPS.BCST 1240(AX)(R11*1), Z24, Z24
-	VFMADD231PS Z24, Z16, Z8
-	VFMADD231PS Z24, Z17, Z9
-	VFMADD231PS Z24, Z18, Z10
-	VFMADD231PS Z24, Z19, Z11
-	PREFETCHT1  (SI)(BX*1)
-	VPMOVZXBD   (DX)(BX*1), Z24
-	VPANDD      Z21, Z24, Z24
-	VPORD       Z22, Z24, Z24
-	VSUBPS      Z23, Z24, Z24
-	VMULPS.BCST 1244(AX)(R11*1), Z24, Z24
-	VFMADD231PS Z24, Z16, Z12
-	VFMADD231PS Z24, Z17, Z13
-	VFMADD231PS Z24, Z18, Z14
-	VFMADD231PS Z24, Z19, Z15
-	VMOVUPS     64(DI), Z16
-	VMOVUPS     64(DI)(R8*1), Z17
-	VMOVUPS     64(DI)(R8*2), Z18
-	VMOVUPS     64(R9)(R8*1), Z19
-	VPMOVZXBD   (DX), Z24
-	VPSRLD      $0x04, Z24, Z24
-	VPORD       Z22, Z24, Z24
-	VSUBPS      Z23, Z24, Z24
-	VMULPS.BCST 1232(AX)(R11*1), Z24, Z24
-	VFMADD231PS Z24, Z16, Z0
-	VFMADD231PS Z24, Z17, Z1
-	VFMADD231PS Z24, Z18, Z2
-	VFMADD231PS Z24, Z19, Z3
-	VPMOVZXBD   (DX)(CX*1), Z24
-	VPSRLD      $0x04, Z24, Z24
-	VPORD       Z22, Z24, Z24
-	VSUBPS      Z23, Z24, Z24
-	VMULPS.BCST 1236(AX)(R11*1), Z24, Z24
-	VFMADD231PS Z24, Z16, Z4
-	VFMADD231PS Z24, Z17, Z5
-	VFMADD231PS Z24, Z18, Z6
-	VFMADD231PS Z24, Z19, Z7
-	VPMOVZXBD   (DX)(CX*2), Z24
-	VPSRLD      $0x04, Z24, Z24
-	VPORD       Z22, Z24, Z24
-	VSUBPS      Z23, Z24, Z24
-	VMULPS.BCST 1240(AX)(R11*1), Z24, Z24
-	VFMADD231PS Z24, Z16, Z8
-	VFMADD231PS Z24, Z17, Z9
-	VFMADD231PS Z24, Z18, Z10
-	VFMADD231PS Z24, Z19, Z11
-	VPMOVZXBD   (DX)(BX*1), Z24
-	VPSRLD      $0x04, Z24, Z24
-	VPORD       Z22, Z24, Z24
-	VSUBPS      Z23, Z24, Z24
-	VMULPS.BCST 1244(AX)(R11*1), Z24, Z24
-	VFMADD231PS Z24, Z16, Z12
-	VFMADD231PS Z24, Z17, Z13
-	VFMADD231PS Z24, Z18, Z14
-	VFMADD231PS Z24, Z19, Z15
-	ADDQ        $0x80, DI
-	ADDQ        $0x80, R9
-	ADDQ        $0x10, DX
-	ADDQ        $0x10, SI
-	SUBQ        $0x02, R10
-	JNZ         scores_rows4_prefetched_pass1_dims
-
-scores_rows4_prefetched_pass1_last_dims:
-	VSHUFF32X4 $0xee, Z1, Z0, Z16
-	VSHUFF32X4 $0x44, Z1, Z0, Z0
-	VADDPS     Z16, Z0, Z0
-	VSHUFF32X4 $0xee, Z3, Z2, Z1
-	VSHUFF32X4 $0x44, Z3, Z2, Z2
-	VADDPS     Z1, Z2, Z2
-	VSHUFF32X4 $0xee, Z5, Z4, Z1
-	VSHUFF32X4 $0x44, Z5, Z4, Z4
-	VADDPS     Z1, Z4, Z4
-	VSHUFF32X4 $0xee, Z7, Z6, Z1
-	VSHUFF32X4 $0x44, Z7, Z6, Z6
+	VSHUFF32X4 $0xdd, Z8, Z6, Z1
+	VSHUFF32X4 $0x88, Z8, Z6, Z6
 	VADDPS     Z1, Z6, Z6
-	VSHUFF32X4 $0xee, Z9, Z8, Z1
-	VSHUFF32X4 $0x44, Z9, Z8, Z8
-	VADDPS     Z1, Z8, Z8
-	VSHUFF32X4 $0xee, Z11, Z10, Z1
-	VSHUFF32X4 $0x44, Z11, Z10, Z10
+	VSHUFF32X4 $0xdd, Z12, Z10, Z1
+	VSHUFF32X4 $0x88, Z12, Z10, Z10
 	VADDPS     Z1, Z10, Z10
-	VSHUFF32X4 $0xee, Z13, Z12, Z1
-	VSHUFF32X4 $0x44, Z13, Z12, Z12
-	VADDPS     Z1, Z12, Z12
-	VSHUFF32X4 $0xee, Z15, Z14, Z1
-	VSHUFF32X4 $0x44, Z15, Z14, Z14
+	VSHUFF32X4 $0xdd, Z16, Z14, Z1
+	VSHUFF32X4 $0x88, Z16, Z14, Z14
 	VADDPS     Z1, Z14, Z14
-	VSHUFF32X4 $0xdd, Z2, Z0, Z1
-	VSHUFF32X4 $0x88, Z2, Z0, Z0
+	VSHUFPS    $0xee, Z6, Z0, Z1
+	VSHUFPS    $0x44, Z6, Z0, Z0
 	VADDPS     Z1, Z0, Z0
-	VSHUFF32X4 $0xdd, Z6, Z4, Z1
-	VSHUFF32X4 $0x88, Z6, Z4, Z4
-	VADDPS     Z1, Z4, Z4
-	VSHUFF32X4 $0xdd, Z10, Z8, Z1
-	VSHUFF32X4 $0x88, Z10, Z8, Z8
-	VADDPS     Z1, Z8, Z8
-	VSHUFF32X4 $0xdd, Z14, Z12, Z1
-	VSHUFF32X4 $0x88, Z14, Z12, Z12
-	VADDPS     Z1, Z12, Z12
-	VSHUFPS    $0xee, Z4, Z0, Z1
-	VSHUFPS    $0x44, Z4, Z0, Z0
-	VADDPS     Z1, Z0, Z0
-	VSHUFPS    $0xee, Z12, Z8, Z1
-	VSHUFPS    $0x44, Z12, Z8, Z8
-	VADDPS     Z1, Z8, Z8
-	VSHUFPS    $0xdd, Z8, Z0, Z1
-	VSHUFPS    $0x88, Z8, Z0, Z0
-	VADDPS     Z1, Z0, Z0
-	VMOVUPS    Z0, Z21
-	VMOVUPS    constsAVX512<>+2048(SB), Z0
-	VMOVUPS    constsAVX512<>+2048(SB), Z1
-	VMOVUPS    constsAVX512<>+2048(SB), Z2
-	VMOVUPS    constsAVX512<>+2048(SB), Z3
-	VMOVUPS    constsAVX512<>+2048(SB), Z4
-	VMOVUPS    constsAVX512<>+2048(SB), Z5
-	VMOVUPS    constsAVX512<>+2048(SB), Z6
-	VMOVUPS    constsAVX512<>+2048(SB), Z7
-	VMOVUPS    constsAVX512<>+2048(SB), Z8
-	VMOVUPS    constsAVX512<>+2048(SB), Z9
-	VMOVUPS    constsAVX512<>+2048(SB), Z10
-	VMOVUPS    constsAVX512<>+2048(SB), Z11
-	VMOVUPS    constsAVX512<>+2048(SB), Z12
-	VMOVUPS    constsAVX512<>+2048(SB), Z13
-	VMOVUPS    constsAVX512<>+2048(SB), Z14
-	VMOVUPS    constsAVX512<>+2048(SB), Z15
-	MOVQ       48(SP), CX
-	MOVQ       (SP), DX
-	IMUL3Q     $0x08, CX, BX
-	ADDQ       BX, DX
-	LEAQ       (CX)(CX*2), BX
-	MOVQ       128(SP), SI
-	LEAQ       (DX)(SI*1), SI
-	MOVQ       96(SP), DI
-	MOVQ       40(SP), R8
-	LEAQ       (DI)(R8*2), R9
-	VMOVDQU32  constsAVX512<>+2368(SB), Z22
-	VMOVDQU32  constsAVX512<>+2816(SB), Z23
-	VMOVDQU32  constsAVX512<>+2880(SB), Z24
-	MOVQ       32(SP), R10
-	TESTQ      R10, R10
-	JZ         scores_rows4_prefetched_pass2_last_dims
-
-scores_rows4_prefetched_pass2_dims:
-	VMOVUPS     (DI), Z16
-	VMOVUPS     (DI)(R8*1), Z17
-	VMOVUPS     (DI)(R8*2), Z18
-	VMOVUPS     (R9)(R8*1), Z19
-	MOVQ        32(SP), R11
-	SUBQ        R10, R11
-	SHRQ        $0x01, R11
-	SHLQ        $0x06, R11
-	PREFETCHT1  (SI)
-	VPMOVZXBD   (DX), Z25
-	VPANDD      Z22, Z25, Z25
-	VPORD       Z23, Z25, Z25
-	VSUBPS      Z24, Z25, Z25
-	VMULPS.BCST 1248(AX)(R11*1), Z25, Z25
-	VFMADD231PS Z25, Z16, Z0
-	VFMADD231PS Z25, Z17, Z1
-	VFMADD231PS Z25, Z18, Z2
-	VFMADD231PS Z25, Z19, Z3
-	PREFETCHT1  (SI)(CX*1)
-	VPMOVZXBD   (DX)(CX*1), Z25
-	VPANDD      Z22, Z25, Z25
-	VPORD       Z23, Z25, Z25
-	VSUBPS      Z24, Z25, Z25
-	VMULPS.BCST 1252(AX)(R11*1), Z25, Z25
-	VFMADD231PS Z25, Z16, Z4
-	VFMADD231PS Z25, Z17, Z5
-	VFMADD231PS Z25, Z18, Z6
-	VFMADD231PS Z25, Z19, Z7
-	PREFETCHT1  (SI)(CX*2)
-	VPMOVZXBD   (DX)(CX*2), Z25
-	VPANDD      Z22, Z25, Z25
-	VPORD       Z23, Z25, Z25
-	VSUBPS      Z24, Z25, Z25
-	VMULPS.BCST 1256(AX)(R11*1), Z25, Z25
-	VFMADD231PS Z25, Z16, Z8
-	VFMADD231PS Z25, Z17, Z9
-	VFMADD231PS Z25, Z18, Z10
-	VFMADD231PS Z25, Z19, Z11
-	PREFETCHT1  (SI)(BX*1)
-	VPMOVZXBD   (DX)(BX*1), Z25
-	VPANDD      Z22, Z25, Z25
-	VPORD       Z23, Z25, Z25
-	VSUBPS      Z24, Z25, Z25
-	VMULPS.BCST 1260(AX)(R11*1), Z25, Z25
-	VFMADD231PS Z25, Z16, Z12
-	VFMADD231PS Z25, Z17, Z13
-	VFMADD231PS Z25, Z18, Z14
-	VFMADD231PS Z25, Z19, Z15
-	VMOVUPS     64(DI), Z16
-	VMOVUPS     64(DI)(R8*1), Z17
-	VMOVUPS     64(DI)(R8*2), Z18
-	VMOVUPS     64(R9)(R8*1), Z19
-	VPMOVZXBD   (DX), Z25
-	VPSRLD      $0x04, Z25, Z25
-	VPORD       Z23, Z25, Z25
-	VSUBPS      Z24, Z25, Z25
-	VMULPS.BCST 1248(AX)(R11*1), Z25, Z25
-	VFMADD231PS Z25, Z16, Z0
-	VFMADD231PS Z25, Z17, Z1
-	VFMADD231PS Z25, Z18, Z2
-	VFMADD231PS Z25, Z19, Z3
-	VPMOVZXBD   (DX)(CX*1), Z25
-	VPSRLD      $0x04, Z25, Z25
-	VPORD       Z23, Z25, Z25
-	VSUBPS      Z24, Z25, Z25
-	VMULPS.BCST 1252(AX)(R11*1), Z25, Z25
-	VFMADD231PS Z25, Z16, Z4
-	VFMADD231PS Z25, Z17, Z5
-	VFMADD231PS Z25, Z18, Z6
-	VFMADD231PS Z25, Z19, Z7
-	VPMOVZXBD   (DX)(CX*2), Z25
-	VPSRLD      $0x04, Z25, Z25
-	VPORD       Z23, Z25, Z25
-	VSUBPS      Z24, Z25, Z25
-	VMULPS.BCST 1256(AX)(R11*1), Z25, Z25
-	VFMADD231PS Z25, Z16, Z8
-	VFMADD231PS Z25, Z17, Z9
-	VFMADD231PS Z25, Z18, Z10
-	VFMADD231PS Z25, Z19, Z11
-	VPMOVZXBD   (DX)(BX*1), Z25
-	VPSRLD      $0x04, Z25, Z25
-	VPORD       Z23, Z25, Z25
-	VSUBPS      Z24, Z25, Z25
-	VMULPS.BCST 1260(AX)(R11*1), Z25, Z25
-	VFMADD231PS Z25, Z16, Z12
-	VFMADD231PS Z25, Z17, Z13
-	VFMADD231PS Z25, Z18, Z14
-	VFMADD231PS Z25, Z19, Z15
-	ADDQ        $0x80, DI
-	ADDQ        $0x80, R9
-	ADDQ        $0x10, DX
-	ADDQ        $0x10, SI
-	SUBQ        $0x02, R10
-	JNZ         scores_rows4_prefetched_pass2_dims
-
-scores_rows4_prefetched_pass2_last_dims:
-	VSHUFF32X4 $0xee, Z1, Z0, Z16
-	VSHUFF32X4 $0x44, Z1, Z0, Z0
-	VADDPS     Z16, Z0, Z0
-	VSHUFF32X4 $0xee, Z3, Z2, Z1
-	VSHUFF32X4 $0x44, Z3, Z2, Z2
-	VADDPS     Z1, Z2, Z2
-	VSHUFF32X4 $0xee, Z5, Z4, Z1
-	VSHUFF32X4 $0x44, Z5, Z4, Z4
-	VADDPS     Z1, Z4, Z4
-	VSHUFF32X4 $0xee, Z7, Z6, Z1
-	VSHUFF32X4 $0x44, Z7, Z6, Z6
-	VADDPS     Z1, Z6, Z6
-	VSHUFF32X4 $0xee, Z9, Z8, Z1
-	VSHUFF32X4 $0x44, Z9, Z8, Z8
-	VADDPS     Z1, Z8, Z8
-	VSHUFF32X4 $0xee, Z11, Z10, Z1
-	VSHUFF32X4 $0x44, Z11, Z10, Z10
+	VSHUFPS    $0xee, Z14, Z10, Z1
+	VSHUFPS    $0x44, Z14, Z10, Z10
 	VADDPS     Z1, Z10, Z10
-	VSHUFF32X4 $0xee, Z13, Z12, Z1
-	VSHUFF32X4 $0x44, Z13, Z12, Z12
-	VADDPS     Z1, Z12, Z12
-	VSHUFF32X4 $0xee, Z15, Z14, Z1
-	VSHUFF32X4 $0x44, Z15, Z14, Z14
-	VADDPS     Z1, Z14, Z14
-	VSHUFF32X4 $0xdd, Z2, Z0, Z1
-	VSHUFF32X4 $0x88, Z2, Z0, Z0
-	VADDPS     Z1, Z0, Z0
-	VSHUFF32X4 $0xdd, Z6, Z4, Z1
-	VSHUFF32X4 $0x88, Z6, Z4, Z4
-	VADDPS     Z1, Z4, Z4
-	VSHUFF32X4 $0xdd, Z10, Z8, Z1
-	VSHUFF32X4 $0x88, Z10, Z8, Z8
-	VADDPS     Z1, Z8, Z8
-	VSHUFF32X4 $0xdd, Z14, Z12, Z1
-	VSHUFF32X4 $0x88, Z14, Z12, Z12
-	VADDPS     Z1, Z12, Z12
-	VSHUFPS    $0xee, Z4, Z0, Z1
-	VSHUFPS    $0x44, Z4, Z0, Z0
-	VADDPS     Z1, Z0, Z0
-	VSHUFPS    $0xee, Z12, Z8, Z1
-	VSHUFPS    $0x44, Z12, Z8, Z8
-	VADDPS     Z1, Z8, Z8
-	VSHUFPS    $0xdd, Z8, Z0, Z1
-	VSHUFPS    $0x88, Z8, Z0, Z0
+	VSHUFPS    $0xdd, Z10, Z0, Z1
+	VSHUFPS    $0x88, Z10, Z0, Z0
 	VADDPS     Z1, Z0, Z0
 	VMOVUPS    Z0, Z22
 	VMOVUPS    constsAVX512<>+2048(SB), Z0
 	VMOVUPS    constsAVX512<>+2048(SB), Z1
-	VMOVUPS    constsAVX512<>+2048(SB), Z2
-	VMOVUPS    constsAVX512<>+2048(SB), Z3
 	VMOVUPS    constsAVX512<>+2048(SB), Z4
 	VMOVUPS    constsAVX512<>+2048(SB), Z5
 	VMOVUPS    constsAVX512<>+2048(SB), Z6
@@ -77475,9 +76187,11 @@ scores_rows4_prefetched_pass2_last_dims:
 	VMOVUPS    constsAVX512<>+2048(SB), Z13
 	VMOVUPS    constsAVX512<>+2048(SB), Z14
 	VMOVUPS    constsAVX512<>+2048(SB), Z15
+	VMOVUPS    constsAVX512<>+2048(SB), Z16
+	VMOVUPS    constsAVX512<>+2048(SB), Z17
 	MOVQ       48(SP), CX
 	MOVQ       (SP), DX
-	IMUL3Q     $0x0c, CX, BX
+	IMUL3Q     $0x04, CX, BX
 	ADDQ       BX, DX
 	LEAQ       (CX)(CX*2), BX
 	MOVQ       128(SP), SI
@@ -77490,13 +76204,13 @@ scores_rows4_prefetched_pass2_last_dims:
 	VMOVDQU32  constsAVX512<>+2880(SB), Z25
 	MOVQ       32(SP), R10
 	TESTQ      R10, R10
-	JZ         scores_rows4_prefetched_pass3_last_dims
+	JZ         scores_rows4_prefetched_pass1_last_dims
 
-scores_rows4_prefetched_pass3_dims:
-	VMOVUPS     (DI), Z16
-	VMOVUPS     (DI)(R8*1), Z17
-	VMOVUPS     (DI)(R8*2), Z18
-	VMOVUPS     (R9)(R8*1), Z19
+scores_rows4_prefetched_pass1_dims:
+	VMOVUPS     (DI), Z18
+	VMOVUPS     (DI)(R8*1), Z19
+	VMOVUPS     (DI)(R8*2), Z20
+	VMOVUPS     (R9)(R8*1), Z21
 	MOVQ        32(SP), R11
 	SUBQ        R10, R11
 	SHRQ        $0x01, R11
@@ -77506,81 +76220,433 @@ scores_rows4_prefetched_pass3_dims:
 	VPANDD      Z23, Z26, Z26
 	VPORD       Z24, Z26, Z26
 	VSUBPS      Z25, Z26, Z26
-	VMULPS.BCST 1264(AX)(R11*1), Z26, Z26
-	VFMADD231PS Z26, Z16, Z0
-	VFMADD231PS Z26, Z17, Z1
-	VFMADD231PS Z26, Z18, Z2
-	VFMADD231PS Z26, Z19, Z3
+	VMULPS.BCST 1232(AX)(R11*1), Z26, Z26
+	VFMADD231PS Z26, Z18, Z0
+	VFMADD231PS Z26, Z19, Z1
+	VFMADD231PS Z26, Z20, Z4
+	VFMADD231PS Z26, Z21, Z5
 	PREFETCHT1  (SI)(CX*1)
 	VPMOVZXBD   (DX)(CX*1), Z26
 	VPANDD      Z23, Z26, Z26
 	VPORD       Z24, Z26, Z26
 	VSUBPS      Z25, Z26, Z26
-	VMULPS.BCST 1268(AX)(R11*1), Z26, Z26
-	VFMADD231PS Z26, Z16, Z4
-	VFMADD231PS Z26, Z17, Z5
+	VMULPS.BCST 1236(AX)(R11*1), Z26, Z26
 	VFMADD231PS Z26, Z18, Z6
 	VFMADD231PS Z26, Z19, Z7
+	VFMADD231PS Z26, Z20, Z8
+	VFMADD231PS Z26, Z21, Z9
 	PREFETCHT1  (SI)(CX*2)
 	VPMOVZXBD   (DX)(CX*2), Z26
 	VPANDD      Z23, Z26, Z26
 	VPORD       Z24, Z26, Z26
 	VSUBPS      Z25, Z26, Z26
-	VMULPS.BCST 1272(AX)(R11*1), Z26, Z26
-	VFMADD231PS Z26, Z16, Z8
-	VFMADD231PS Z26, Z17, Z9
+	VMULPS.BCST 1240(AX)(R11*1), Z26, Z26
 	VFMADD231PS Z26, Z18, Z10
 	VFMADD231PS Z26, Z19, Z11
+	VFMADD231PS Z26, Z20, Z12
+	VFMADD231PS Z26, Z21, Z13
 	PREFETCHT1  (SI)(BX*1)
 	VPMOVZXBD   (DX)(BX*1), Z26
 	VPANDD      Z23, Z26, Z26
 	VPORD       Z24, Z26, Z26
 	VSUBPS      Z25, Z26, Z26
-	VMULPS.BCST 1276(AX)(R11*1), Z26, Z26
-	VFMADD231PS Z26, Z16, Z12
-	VFMADD231PS Z26, Z17, Z13
+	VMULPS.BCST 1244(AX)(R11*1), Z26, Z26
 	VFMADD231PS Z26, Z18, Z14
 	VFMADD231PS Z26, Z19, Z15
-	VMOVUPS     64(DI), Z16
-	VMOVUPS     64(DI)(R8*1), Z17
-	VMOVUPS     64(DI)(R8*2), Z18
-	VMOVUPS     64(R9)(R8*1), Z19
+	VFMADD231PS Z26, Z20, Z16
+	VFMADD231PS Z26, Z21, Z17
+	VMOVUPS     64(DI), Z18
+	VMOVUPS     64(DI)(R8*1), Z19
+	VMOVUPS     64(DI)(R8*2), Z20
+	VMOVUPS     64(R9)(R8*1), Z21
 	VPMOVZXBD   (DX), Z26
 	VPSRLD      $0x04, Z26, Z26
 	VPORD       Z24, Z26, Z26
 	VSUBPS      Z25, Z26, Z26
-	VMULPS.BCST 1264(AX)(R11*1), Z26, Z26
-	VFMADD231PS Z26, Z16, Z0
-	VFMADD231PS Z26, Z17, Z1
-	VFMADD231PS Z26, Z18, Z2
-	VFMADD231PS Z26, Z19, Z3
+	VMULPS.BCST 1232(AX)(R11*1), Z26, Z26
+	VFMADD231PS Z26, Z18, Z0
+	VFMADD231PS Z26, Z19, Z1
+	VFMADD231PS Z26, Z20, Z4
+	VFMADD231PS Z26, Z21, Z5
 	VPMOVZXBD   (DX)(CX*1), Z26
 	VPSRLD      $0x04, Z26, Z26
 	VPORD       Z24, Z26, Z26
 	VSUBPS      Z25, Z26, Z26
-	VMULPS.BCST 1268(AX)(R11*1), Z26, Z26
-	VFMADD231PS Z26, Z16, Z4
-	VFMADD231PS Z26, Z17, Z5
+	VMULPS.BCST 1236(AX)(R11*1), Z26, Z26
 	VFMADD231PS Z26, Z18, Z6
 	VFMADD231PS Z26, Z19, Z7
+	VFMADD231PS Z26, Z20, Z8
+	VFMADD231PS Z26, Z21, Z9
 	VPMOVZXBD   (DX)(CX*2), Z26
 	VPSRLD      $0x04, Z26, Z26
 	VPORD       Z24, Z26, Z26
 	VSUBPS      Z25, Z26, Z26
-	VMULPS.BCST 1272(AX)(R11*1), Z26, Z26
-	VFMADD231PS Z26, Z16, Z8
-	VFMADD231PS Z26, Z17, Z9
+	VMULPS.BCST 1240(AX)(R11*1), Z26, Z26
 	VFMADD231PS Z26, Z18, Z10
 	VFMADD231PS Z26, Z19, Z11
+	VFMADD231PS Z26, Z20, Z12
+	VFMADD231PS Z26, Z21, Z13
 	VPMOVZXBD   (DX)(BX*1), Z26
 	VPSRLD      $0x04, Z26, Z26
 	VPORD       Z24, Z26, Z26
 	VSUBPS      Z25, Z26, Z26
-	VMULPS.BCST 1276(AX)(R11*1), Z26, Z26
-	VFMADD231PS Z26, Z16, Z12
-	VFMADD231PS Z26, Z17, Z13
+	VMULPS.BCST 1244(AX)(R11*1), Z26, Z26
 	VFMADD231PS Z26, Z18, Z14
 	VFMADD231PS Z26, Z19, Z15
+	VFMADD231PS Z26, Z20, Z16
+	VFMADD231PS Z26, Z21, Z17
+	ADDQ        $0x80, DI
+	ADDQ        $0x80, R9
+	ADDQ        $0x10, DX
+	ADDQ        $0x10, SI
+	SUBQ        $0x02, R10
+	JNZ         scores_rows4_prefetched_pass1_dims
+
+scores_rows4_prefetched_pass1_last_dims:
+	VSHUFF32X4 $0xee, Z1, Z0, Z18
+	VSHUFF32X4 $0x44, Z1, Z0, Z0
+	VADDPS     Z18, Z0, Z0
+	VSHUFF32X4 $0xee, Z5, Z4, Z1
+	VSHUFF32X4 $0x44, Z5, Z4, Z4
+	VADDPS     Z1, Z4, Z4
+	VSHUFF32X4 $0xee, Z7, Z6, Z1
+	VSHUFF32X4 $0x44, Z7, Z6, Z6
+	VADDPS     Z1, Z6, Z6
+	VSHUFF32X4 $0xee, Z9, Z8, Z1
+	VSHUFF32X4 $0x44, Z9, Z8, Z8
+	VADDPS     Z1, Z8, Z8
+	VSHUFF32X4 $0xee, Z11, Z10, Z1
+	VSHUFF32X4 $0x44, Z11, Z10, Z10
+	VADDPS     Z1, Z10, Z10
+	VSHUFF32X4 $0xee, Z13, Z12, Z1
+	VSHUFF32X4 $0x44, Z13, Z12, Z12
+	VADDPS     Z1, Z12, Z12
+	VSHUFF32X4 $0xee, Z15, Z14, Z1
+	VSHUFF32X4 $0x44, Z15, Z14, Z14
+	VADDPS     Z1, Z14, Z14
+	VSHUFF32X4 $0xee, Z17, Z16, Z1
+	VSHUFF32X4 $0x44, Z17, Z16, Z16
+	VADDPS     Z1, Z16, Z16
+	VSHUFF32X4 $0xdd, Z4, Z0, Z1
+	VSHUFF32X4 $0x88, Z4, Z0, Z0
+	VADDPS     Z1, Z0, Z0
+	VSHUFF32X4 $0xdd, Z8, Z6, Z1
+	VSHUFF32X4 $0x88, Z8, Z6, Z6
+	VADDPS     Z1, Z6, Z6
+	VSHUFF32X4 $0xdd, Z12, Z10, Z1
+	VSHUFF32X4 $0x88, Z12, Z10, Z10
+	VADDPS     Z1, Z10, Z10
+	VSHUFF32X4 $0xdd, Z16, Z14, Z1
+	VSHUFF32X4 $0x88, Z16, Z14, Z14
+	VADDPS     Z1, Z14, Z14
+	VSHUFPS    $0xee, Z6, Z0, Z1
+	VSHUFPS    $0x44, Z6, Z0, Z0
+	VADDPS     Z1, Z0, Z0
+	VSHUFPS    $0xee, Z14, Z10, Z1
+	VSHUFPS    $0x44, Z14, Z10, Z10
+	VADDPS     Z1, Z10, Z10
+	VSHUFPS    $0xdd, Z10, Z0, Z1
+	VSHUFPS    $0x88, Z10, Z0, Z0
+	VADDPS     Z1, Z0, Z0
+	VMOVUPS    Z0, Z23
+	VMOVUPS    constsAVX512<>+2048(SB), Z0
+	VMOVUPS    constsAVX512<>+2048(SB), Z1
+	VMOVUPS    constsAVX512<>+2048(SB), Z4
+	VMOVUPS    constsAVX512<>+2048(SB), Z5
+	VMOVUPS    constsAVX512<>+2048(SB), Z6
+	VMOVUPS    constsAVX512<>+2048(SB), Z7
+	VMOVUPS    constsAVX512<>+2048(SB), Z8
+	VMOVUPS    constsAVX512<>+2048(SB), Z9
+	VMOVUPS    constsAVX512<>+2048(SB), Z10
+	VMOVUPS    constsAVX512<>+2048(SB), Z11
+	VMOVUPS    constsAVX512<>+2048(SB), Z12
+	VMOVUPS    constsAVX512<>+2048(SB), Z13
+	VMOVUPS    constsAVX512<>+2048(SB), Z14
+	VMOVUPS    constsAVX512<>+2048(SB), Z15
+	VMOVUPS    constsAVX512<>+2048(SB), Z16
+	VMOVUPS    constsAVX512<>+2048(SB), Z17
+	MOVQ       48(SP), CX
+	MOVQ       (SP), DX
+	IMUL3Q     $0x08, CX, BX
+	ADDQ       BX, DX
+	LEAQ       (CX)(CX*2), BX
+	MOVQ       128(SP), SI
+	LEAQ       (DX)(SI*1), SI
+	MOVQ       96(SP), DI
+	MOVQ       40(SP), R8
+	LEAQ       (DI)(R8*2), R9
+	VMOVDQU32  constsAVX512<>+2368(SB), Z24
+	VMOVDQU32  constsAVX512<>+2816(SB), Z25
+	VMOVDQU32  constsAVX512<>+2880(SB), Z26
+	MOVQ       32(SP), R10
+	TESTQ      R10, R10
+	JZ         scores_rows4_prefetched_pass2_last_dims
+
+scores_rows4_prefetched_pass2_dims:
+	VMOVUPS     (DI), Z18
+	VMOVUPS     (DI)(R8*1), Z19
+	VMOVUPS     (DI)(R8*2), Z20
+	VMOVUPS     (R9)(R8*1), Z21
+	MOVQ        32(SP), R11
+	SUBQ        R10, R11
+	SHRQ        $0x01, R11
+	SHLQ        $0x06, R11
+	PREFETCHT1  (SI)
+	VPMOVZXBD   (DX), Z27
+	VPANDD      Z24, Z27, Z27
+	VPORD       Z25, Z27, Z27
+	VSUBPS      Z26, Z27, Z27
+	VMULPS.BCST 1248(AX)(R11*1), Z27, Z27
+	VFMADD231PS Z27, Z18, Z0
+	VFMADD231PS Z27, Z19, Z1
+	VFMADD231PS Z27, Z20, Z4
+	VFMADD231PS Z27, Z21, Z5
+	PREFETCHT1  (SI)(CX*1)
+	VPMOVZXBD   (DX)(CX*1), Z27
+	VPANDD      Z24, Z27, Z27
+	VPORD       Z25, Z27, Z27
+	VSUBPS      Z26, Z27, Z27
+	VMULPS.BCST 1252(AX)(R11*1), Z27, Z27
+	VFMADD231PS Z27, Z18, Z6
+	VFMADD231PS Z27, Z19, Z7
+	VFMADD231PS Z27, Z20, Z8
+	VFMADD231PS Z27, Z21, Z9
+	PREFETCHT1  (SI)(CX*2)
+	VPMOVZXBD   (DX)(CX*2), Z27
+	VPANDD      Z24, Z27, Z27
+	VPORD       Z25, Z27, Z27
+	VSUBPS      Z26, Z27, Z27
+	VMULPS.BCST 1256(AX)(R11*1), Z27, Z27
+	VFMADD231PS Z27, Z18, Z10
+	VFMADD231PS Z27, Z19, Z11
+	VFMADD231PS Z27, Z20, Z12
+	VFMADD231PS Z27, Z21, Z13
+	PREFETCHT1  (SI)(BX*1)
+	VPMOVZXBD   (DX)(BX*1), Z27
+	VPANDD      Z24, Z27, Z27
+	VPORD       Z25, Z27, Z27
+	VSUBPS      Z26, Z27, Z27
+	VMULPS.BCST 1260(AX)(R11*1), Z27, Z27
+	VFMADD231PS Z27, Z18, Z14
+	VFMADD231PS Z27, Z19, Z15
+	VFMADD231PS Z27, Z20, Z16
+	VFMADD231PS Z27, Z21, Z17
+	VMOVUPS     64(DI), Z18
+	VMOVUPS     64(DI)(R8*1), Z19
+	VMOVUPS     64(DI)(R8*2), Z20
+	VMOVUPS     64(R9)(R8*1), Z21
+	VPMOVZXBD   (DX), Z27
+	VPSRLD      $0x04, Z27, Z27
+	VPORD       Z25, Z27, Z27
+	VSUBPS      Z26, Z27, Z27
+	VMULPS.BCST 1248(AX)(R11*1), Z27, Z27
+	VFMADD231PS Z27, Z18, Z0
+	VFMADD231PS Z27, Z19, Z1
+	VFMADD231PS Z27, Z20, Z4
+	VFMADD231PS Z27, Z21, Z5
+	VPMOVZXBD   (DX)(CX*1), Z27
+	VPSRLD      $0x04, Z27, Z27
+	VPORD       Z25, Z27, Z27
+	VSUBPS      Z26, Z27, Z27
+	VMULPS.BCST 1252(AX)(R11*1), Z27, Z27
+	VFMADD231PS Z27, Z18, Z6
+	VFMADD231PS Z27, Z19, Z7
+	VFMADD231PS Z27, Z20, Z8
+	VFMADD231PS Z27, Z21, Z9
+	VPMOVZXBD   (DX)(CX*2), Z27
+	VPSRLD      $0x04, Z27, Z27
+	VPORD       Z25, Z27, Z27
+	VSUBPS      Z26, Z27, Z27
+	VMULPS.BCST 1256(AX)(R11*1), Z27, Z27
+	VFMADD231PS Z27, Z18, Z10
+	VFMADD231PS Z27, Z19, Z11
+	VFMADD231PS Z27, Z20, Z12
+	VFMADD231PS Z27, Z21, Z13
+	VPMOVZXBD   (DX)(BX*1), Z27
+	VPSRLD      $0x04, Z27, Z27
+	VPORD       Z25, Z27, Z27
+	VSUBPS      Z26, Z27, Z27
+	VMULPS.BCST 1260(AX)(R11*1), Z27, Z27
+	VFMADD231PS Z27, Z18, Z14
+	VFMADD231PS Z27, Z19, Z15
+	VFMADD231PS Z27, Z20, Z16
+	VFMADD231PS Z27, Z21, Z17
+	ADDQ        $0x80, DI
+	ADDQ        $0x80, R9
+	ADDQ        $0x10, DX
+	ADDQ        $0x10, SI
+	SUBQ        $0x02, R10
+	JNZ         scores_rows4_prefetched_pass2_dims
+
+scores_rows4_prefetched_pass2_last_dims:
+	VSHUFF32X4 $0xee, Z1, Z0, Z18
+	VSHUFF32X4 $0x44, Z1, Z0, Z0
+	VADDPS     Z18, Z0, Z0
+	VSHUFF32X4 $0xee, Z5, Z4, Z1
+	VSHUFF32X4 $0x44, Z5, Z4, Z4
+	VADDPS     Z1, Z4, Z4
+	VSHUFF32X4 $0xee, Z7, Z6, Z1
+	VSHUFF32X4 $0x44, Z7, Z6, Z6
+	VADDPS     Z1, Z6, Z6
+	VSHUFF32X4 $0xee, Z9, Z8, Z1
+	VSHUFF32X4 $0x44, Z9, Z8, Z8
+	VADDPS     Z1, Z8, Z8
+	VSHUFF32X4 $0xee, Z11, Z10, Z1
+	VSHUFF32X4 $0x44, Z11, Z10, Z10
+	VADDPS     Z1, Z10, Z10
+	VSHUFF32X4 $0xee, Z13, Z12, Z1
+	VSHUFF32X4 $0x44, Z13, Z12, Z12
+	VADDPS     Z1, Z12, Z12
+	VSHUFF32X4 $0xee, Z15, Z14, Z1
+	VSHUFF32X4 $0x44, Z15, Z14, Z14
+	VADDPS     Z1, Z14, Z14
+	VSHUFF32X4 $0xee, Z17, Z16, Z1
+	VSHUFF32X4 $0x44, Z17, Z16, Z16
+	VADDPS     Z1, Z16, Z16
+	VSHUFF32X4 $0xdd, Z4, Z0, Z1
+	VSHUFF32X4 $0x88, Z4, Z0, Z0
+	VADDPS     Z1, Z0, Z0
+	VSHUFF32X4 $0xdd, Z8, Z6, Z1
+	VSHUFF32X4 $0x88, Z8, Z6, Z6
+	VADDPS     Z1, Z6, Z6
+	VSHUFF32X4 $0xdd, Z12, Z10, Z1
+	VSHUFF32X4 $0x88, Z12, Z10, Z10
+	VADDPS     Z1, Z10, Z10
+	VSHUFF32X4 $0xdd, Z16, Z14, Z1
+	VSHUFF32X4 $0x88, Z16, Z14, Z14
+	VADDPS     Z1, Z14, Z14
+	VSHUFPS    $0xee, Z6, Z0, Z1
+	VSHUFPS    $0x44, Z6, Z0, Z0
+	VADDPS     Z1, Z0, Z0
+	VSHUFPS    $0xee, Z14, Z10, Z1
+	VSHUFPS    $0x44, Z14, Z10, Z10
+	VADDPS     Z1, Z10, Z10
+	VSHUFPS    $0xdd, Z10, Z0, Z1
+	VSHUFPS    $0x88, Z10, Z0, Z0
+	VADDPS     Z1, Z0, Z0
+	VMOVUPS    Z0, Z24
+	VMOVUPS    constsAVX512<>+2048(SB), Z0
+	VMOVUPS    constsAVX512<>+2048(SB), Z1
+	VMOVUPS    constsAVX512<>+2048(SB), Z4
+	VMOVUPS    constsAVX512<>+2048(SB), Z5
+	VMOVUPS    constsAVX512<>+2048(SB), Z6
+	VMOVUPS    constsAVX512<>+2048(SB), Z7
+	VMOVUPS    constsAVX512<>+2048(SB), Z8
+	VMOVUPS    constsAVX512<>+2048(SB), Z9
+	VMOVUPS    constsAVX512<>+2048(SB), Z10
+	VMOVUPS    constsAVX512<>+2048(SB), Z11
+	VMOVUPS    constsAVX512<>+2048(SB), Z12
+	VMOVUPS    constsAVX512<>+2048(SB), Z13
+	VMOVUPS    constsAVX512<>+2048(SB), Z14
+	VMOVUPS    constsAVX512<>+2048(SB), Z15
+	VMOVUPS    constsAVX512<>+2048(SB), Z16
+	VMOVUPS    constsAVX512<>+2048(SB), Z17
+	MOVQ       48(SP), CX
+	MOVQ       (SP), DX
+	IMUL3Q     $0x0c, CX, BX
+	ADDQ       BX, DX
+	LEAQ       (CX)(CX*2), BX
+	MOVQ       128(SP), SI
+	LEAQ       (DX)(SI*1), SI
+	MOVQ       96(SP), DI
+	MOVQ       40(SP), R8
+	LEAQ       (DI)(R8*2), R9
+	VMOVDQU32  constsAVX512<>+2368(SB), Z25
+	VMOVDQU32  constsAVX512<>+2816(SB), Z26
+	VMOVDQU32  constsAVX512<>+2880(SB), Z27
+	MOVQ       32(SP), R10
+	TESTQ      R10, R10
+	JZ         scores_rows4_prefetched_pass3_last_dims
+
+scores_rows4_prefetched_pass3_dims:
+	VMOVUPS     (DI), Z18
+	VMOVUPS     (DI)(R8*1), Z19
+	VMOVUPS     (DI)(R8*2), Z20
+	VMOVUPS     (R9)(R8*1), Z21
+	MOVQ        32(SP), R11
+	SUBQ        R10, R11
+	SHRQ        $0x01, R11
+	SHLQ        $0x06, R11
+	PREFETCHT1  (SI)
+	VPMOVZXBD   (DX), Z28
+	VPANDD      Z25, Z28, Z28
+	VPORD       Z26, Z28, Z28
+	VSUBPS      Z27, Z28, Z28
+	VMULPS.BCST 1264(AX)(R11*1), Z28, Z28
+	VFMADD231PS Z28, Z18, Z0
+	VFMADD231PS Z28, Z19, Z1
+	VFMADD231PS Z28, Z20, Z4
+	VFMADD231PS Z28, Z21, Z5
+	PREFETCHT1  (SI)(CX*1)
+	VPMOVZXBD   (DX)(CX*1), Z28
+	VPANDD      Z25, Z28, Z28
+	VPORD       Z26, Z28, Z28
+	VSUBPS      Z27, Z28, Z28
+	VMULPS.BCST 1268(AX)(R11*1), Z28, Z28
+	VFMADD231PS Z28, Z18, Z6
+	VFMADD231PS Z28, Z19, Z7
+	VFMADD231PS Z28, Z20, Z8
+	VFMADD231PS Z28, Z21, Z9
+	PREFETCHT1  (SI)(CX*2)
+	VPMOVZXBD   (DX)(CX*2), Z28
+	VPANDD      Z25, Z28, Z28
+	VPORD       Z26, Z28, Z28
+	VSUBPS      Z27, Z28, Z28
+	VMULPS.BCST 1272(AX)(R11*1), Z28, Z28
+	VFMADD231PS Z28, Z18, Z10
+	VFMADD231PS Z28, Z19, Z11
+	VFMADD231PS Z28, Z20, Z12
+	VFMADD231PS Z28, Z21, Z13
+	PREFETCHT1  (SI)(BX*1)
+	VPMOVZXBD   (DX)(BX*1), Z28
+	VPANDD      Z25, Z28, Z28
+	VPORD       Z26, Z28, Z28
+	VSUBPS      Z27, Z28, Z28
+	VMULPS.BCST 1276(AX)(R11*1), Z28, Z28
+	VFMADD231PS Z28, Z18, Z14
+	VFMADD231PS Z28, Z19, Z15
+	VFMADD231PS Z28, Z20, Z16
+	VFMADD231PS Z28, Z21, Z17
+	VMOVUPS     64(DI), Z18
+	VMOVUPS     64(DI)(R8*1), Z19
+	VMOVUPS     64(DI)(R8*2), Z20
+	VMOVUPS     64(R9)(R8*1), Z21
+	VPMOVZXBD   (DX), Z28
+	VPSRLD      $0x04, Z28, Z28
+	VPORD       Z26, Z28, Z28
+	VSUBPS      Z27, Z28, Z28
+	VMULPS.BCST 1264(AX)(R11*1), Z28, Z28
+	VFMADD231PS Z28, Z18, Z0
+	VFMADD231PS Z28, Z19, Z1
+	VFMADD231PS Z28, Z20, Z4
+	VFMADD231PS Z28, Z21, Z5
+	VPMOVZXBD   (DX)(CX*1), Z28
+	VPSRLD      $0x04, Z28, Z28
+	VPORD       Z26, Z28, Z28
+	VSUBPS      Z27, Z28, Z28
+	VMULPS.BCST 1268(AX)(R11*1), Z28, Z28
+	VFMADD231PS Z28, Z18, Z6
+	VFMADD231PS Z28, Z19, Z7
+	VFMADD231PS Z28, Z20, Z8
+	VFMADD231PS Z28, Z21, Z9
+	VPMOVZXBD   (DX)(CX*2), Z28
+	VPSRLD      $0x04, Z28, Z28
+	VPORD       Z26, Z28, Z28
+	VSUBPS      Z27, Z28, Z28
+	VMULPS.BCST 1272(AX)(R11*1), Z28, Z28
+	VFMADD231PS Z28, Z18, Z10
+	VFMADD231PS Z28, Z19, Z11
+	VFMADD231PS Z28, Z20, Z12
+	VFMADD231PS Z28, Z21, Z13
+	VPMOVZXBD   (DX)(BX*1), Z28
+	VPSRLD      $0x04, Z28, Z28
+	VPORD       Z26, Z28, Z28
+	VSUBPS      Z27, Z28, Z28
+	VMULPS.BCST 1276(AX)(R11*1), Z28, Z28
+	VFMADD231PS Z28, Z18, Z14
+	VFMADD231PS Z28, Z19, Z15
+	VFMADD231PS Z28, Z20, Z16
+	VFMADD231PS Z28, Z21, Z17
 	ADDQ        $0x80, DI
 	ADDQ        $0x80, R9
 	ADDQ        $0x10, DX
@@ -77589,12 +76655,9 @@ scores_rows4_prefetched_pass3_dims:
 	JNZ         scores_rows4_prefetched_pass3_dims
 
 scores_rows4_prefetched_pass3_last_dims:
-	VSHUFF32X4   $0xee, Z1, Z0, Z16
+	VSHUFF32X4   $0xee, Z1, Z0, Z18
 	VSHUFF32X4   $0x44, Z1, Z0, Z0
-	VADDPS       Z16, Z0, Z0
-	VSHUFF32X4   $0xee, Z3, Z2, Z1
-	VSHUFF32X4   $0x44, Z3, Z2, Z2
-	VADDPS       Z1, Z2, Z2
+	VADDPS       Z18, Z0, Z0
 	VSHUFF32X4   $0xee, Z5, Z4, Z1
 	VSHUFF32X4   $0x44, Z5, Z4, Z4
 	VADDPS       Z1, Z4, Z4
@@ -77613,117 +76676,59 @@ scores_rows4_prefetched_pass3_last_dims:
 	VSHUFF32X4   $0xee, Z15, Z14, Z1
 	VSHUFF32X4   $0x44, Z15, Z14, Z14
 	VADDPS       Z1, Z14, Z14
-	VSHUFF32X4   $0xdd, Z2, Z0, Z1
-	VSHUFF32X4   $0x88, Z2, Z0, Z0
+	VSHUFF32X4   $0xee, Z17, Z16, Z1
+	VSHUFF32X4   $0x44, Z17, Z16, Z16
+	VADDPS       Z1, Z16, Z16
+	VSHUFF32X4   $0xdd, Z4, Z0, Z1
+	VSHUFF32X4   $0x88, Z4, Z0, Z0
 	VADDPS       Z1, Z0, Z0
-	VSHUFF32X4   $0xdd, Z6, Z4, Z1
-	VSHUFF32X4   $0x88, Z6, Z4, Z4
-	VADDPS       Z1, Z4, Z4
-	VSHUFF32X4   $0xdd, Z10, Z8, Z1
-	VSHUFF32X4   $0x88, Z10, Z8, Z8
-	VADDPS       Z1, Z8, Z8
-	VSHUFF32X4   $0xdd, Z14, Z12, Z1
-	VSHUFF32X4   $0x88, Z14, Z12, Z12
-	VADDPS       Z1, Z12, Z12
-	VSHUFPS      $0xee, Z4, Z0, Z1
-	VSHUFPS      $0x44, Z4, Z0, Z0
+	VSHUFF32X4   $0xdd, Z8, Z6, Z1
+	VSHUFF32X4   $0x88, Z8, Z6, Z6
+	VADDPS       Z1, Z6, Z6
+	VSHUFF32X4   $0xdd, Z12, Z10, Z1
+	VSHUFF32X4   $0x88, Z12, Z10, Z10
+	VADDPS       Z1, Z10, Z10
+	VSHUFF32X4   $0xdd, Z16, Z14, Z1
+	VSHUFF32X4   $0x88, Z16, Z14, Z14
+	VADDPS       Z1, Z14, Z14
+	VSHUFPS      $0xee, Z6, Z0, Z1
+	VSHUFPS      $0x44, Z6, Z0, Z0
 	VADDPS       Z1, Z0, Z0
-	VSHUFPS      $0xee, Z12, Z8, Z1
-	VSHUFPS      $0x44, Z12, Z8, Z8
-	VADDPS       Z1, Z8, Z8
-	VSHUFPS      $0xdd, Z8, Z0, Z1
-	VSHUFPS      $0x88, Z8, Z0, Z0
+	VSHUFPS      $0xee, Z14, Z10, Z1
+	VSHUFPS      $0x44, Z14, Z10, Z10
+	VADDPS       Z1, Z10, Z10
+	VSHUFPS      $0xdd, Z10, Z0, Z1
+	VSHUFPS      $0x88, Z10, Z0, Z0
 	VADDPS       Z1, Z0, Z0
 	VMOVUPS      Z0, Z0
-	VSHUFF32X4   $0x44, Z21, Z20, Z1
-	VSHUFF32X4   $0xee, Z21, Z20, Z2
-	VSHUFF32X4   $0x44, Z0, Z22, Z3
-	VSHUFF32X4   $0xee, Z0, Z22, Z0
-	VSHUFF32X4   $0x88, Z3, Z1, Z4
-	VSHUFF32X4   $0xdd, Z3, Z1, Z1
-	VSHUFF32X4   $0x88, Z0, Z2, Z3
-	VSHUFF32X4   $0xdd, Z0, Z2, Z0
+	VSHUFF32X4   $0x44, Z23, Z22, Z1
+	VSHUFF32X4   $0xee, Z23, Z22, Z4
+	VSHUFF32X4   $0x44, Z0, Z24, Z5
+	VSHUFF32X4   $0xee, Z0, Z24, Z0
+	VSHUFF32X4   $0x88, Z5, Z1, Z6
+	VSHUFF32X4   $0xdd, Z5, Z1, Z1
+	VSHUFF32X4   $0x88, Z0, Z4, Z5
+	VSHUFF32X4   $0xdd, Z0, Z4, Z0
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
 	JZ           scores_rows4_prefetched_row0_noalibi
 	MOVQ         88(SP), DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX512<>+2048(SB), Z2
-	VCVTSI2SSQ   BX, X2, X2
+	VMOVUPS      constsAVX512<>+2048(SB), Z4
+	VCVTSI2SSQ   BX, X4, X4
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
-	VADDSS       (BX)(DX*4), X2, X2
-	VBROADCASTSS X2, Z2
-	VADDPS       iotaAVX512<>+0(SB), Z2, Z2
-	VBROADCASTSS (CX)(DX*4), Z5
-	VMULPS       Z5, Z2, Z2
-	VADDPS       Z2, Z4, Z4
+	VADDSS       (BX)(DX*4), X4, X4
+	VBROADCASTSS X4, Z4
+	VADDPS       iotaAVX512<>+0(SB), Z4, Z4
+	VBROADCASTSS (CX)(DX*4), Z7
+	VMULPS       Z7, Z4, Z4
+	VADDPS       Z4, Z6, Z6
 
 scores_rows4_prefetched_row0_noalibi:
-	VMOVUPS      constsAVX512<>+1344(SB), Z2
-	VBLENDMPS    Z2, Z4, K2, Z4
-	MOVQ         88(SP), CX
-	MOVQ         m+96(FP), DX
-	MOVQ         l+104(FP), BX
-	VMOVUPS      Z4, Z2
-	VSHUFF32X4   $0x4e, Z2, Z2, Z5
-	VMAXPS       Z5, Z2, Z2
-	VSHUFF32X4   $0xb1, Z2, Z2, Z5
-	VMAXPS       Z5, Z2, Z2
-	VPERMILPS    $0x4e, Z2, Z5
-	VMAXPS       Z5, Z2, Z2
-	VPERMILPS    $0xb1, Z2, Z5
-	VMAXPS       Z5, Z2, Z2
-	VBROADCASTSS (DX)(CX*4), Z5
-	VMAXPS       Z2, Z5, Z2
-	VMAXPS       constsAVX512<>+1280(SB), Z2, Z6
-	VSUBPS       Z6, Z4, Z4
-	VCMPPS       $0x15, constsAVX512<>+768(SB), Z4, K3
-	VMULPS       constsAVX512<>+128(SB), Z4, Z4
-	VADDPS       constsAVX512<>+832(SB), Z4, Z7
-	VSUBPS       constsAVX512<>+832(SB), Z7, Z8
-	VSUBPS       Z8, Z4, Z4
-	VMOVUPS      constsAVX512<>+896(SB), Z8
-	VFMADD213PS  constsAVX512<>+960(SB), Z4, Z8
-	VFMADD213PS  constsAVX512<>+1024(SB), Z4, Z8
-	VFMADD213PS  constsAVX512<>+1088(SB), Z4, Z8
-	VFMADD213PS  constsAVX512<>+1152(SB), Z4, Z8
-	VFMADD213PS  constsAVX512<>+1216(SB), Z4, Z8
-	VFMADD213PS  constsAVX512<>+704(SB), Z4, Z8
-	VPSLLD       $0x17, Z7, Z7
-	VPADDD.Z     Z7, Z8, K3, Z8
-	MOVQ         CX, SI
-	SHLQ         $0x06, SI
-	VMOVUPS      Z8, (AX)(SI*1)
-	VSHUFF32X4   $0x4e, Z8, Z8, Z4
-	VADDPS       Z4, Z8, Z8
-	VSHUFF32X4   $0xb1, Z8, Z8, Z4
-	VADDPS       Z4, Z8, Z8
-	VPERMILPS    $0x4e, Z8, Z4
-	VADDPS       Z4, Z8, Z8
-	VPERMILPS    $0xb1, Z8, Z4
-	VADDPS       Z4, Z8, Z8
-	VSUBPS       Z6, Z5, Z5
-	VCMPPS       $0x15, constsAVX512<>+768(SB), Z5, K3
-	VMULPS       constsAVX512<>+128(SB), Z5, Z5
-	VADDPS       constsAVX512<>+832(SB), Z5, Z4
-	VSUBPS       constsAVX512<>+832(SB), Z4, Z6
-	VSUBPS       Z6, Z5, Z5
-	VMOVUPS      constsAVX512<>+896(SB), Z6
-	VFMADD213PS  constsAVX512<>+960(SB), Z5, Z6
-	VFMADD213PS  constsAVX512<>+1024(SB), Z5, Z6
-	VFMADD213PS  constsAVX512<>+1088(SB), Z5, Z6
-	VFMADD213PS  constsAVX512<>+1152(SB), Z5, Z6
-	VFMADD213PS  constsAVX512<>+1216(SB), Z5, Z6
-	VFMADD213PS  constsAVX512<>+704(SB), Z5, Z6
-	VPSLLD       $0x17, Z4, Z4
-	VPADDD.Z     Z4, Z6, K3, Z6
-	VBROADCASTSS (BX)(CX*4), Z4
-	VFMADD213PS  Z8, Z6, Z4
-	VMOVSS       X4, (BX)(CX*4)
-	VMOVSS       X2, (DX)(CX*4)
-	VMOVSS       X6, 1024(AX)(CX*4)
+	VMOVUPS      constsAVX512<>+1344(SB), Z4
+	VBLENDMPS    Z4, Z6, K2, Z6
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
 	JZ           scores_rows4_prefetched_row1_noalibi
@@ -77731,82 +76736,20 @@ scores_rows4_prefetched_row0_noalibi:
 	ADDQ         $0x01, DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX512<>+2048(SB), Z2
-	VCVTSI2SSQ   BX, X2, X2
+	VMOVUPS      constsAVX512<>+2048(SB), Z4
+	VCVTSI2SSQ   BX, X4, X4
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
-	VADDSS       (BX)(DX*4), X2, X2
-	VBROADCASTSS X2, Z2
-	VADDPS       iotaAVX512<>+0(SB), Z2, Z2
-	VBROADCASTSS (CX)(DX*4), Z4
-	VMULPS       Z4, Z2, Z2
-	VADDPS       Z2, Z1, Z1
+	VADDSS       (BX)(DX*4), X4, X4
+	VBROADCASTSS X4, Z4
+	VADDPS       iotaAVX512<>+0(SB), Z4, Z4
+	VBROADCASTSS (CX)(DX*4), Z7
+	VMULPS       Z7, Z4, Z4
+	VADDPS       Z4, Z1, Z1
 
 scores_rows4_prefetched_row1_noalibi:
-	VMOVUPS      constsAVX512<>+1344(SB), Z2
-	VBLENDMPS    Z2, Z1, K2, Z1
-	MOVQ         88(SP), CX
-	ADDQ         $0x01, CX
-	MOVQ         m+96(FP), DX
-	MOVQ         l+104(FP), BX
-	VMOVUPS      Z1, Z2
-	VSHUFF32X4   $0x4e, Z2, Z2, Z4
-	VMAXPS       Z4, Z2, Z2
-	VSHUFF32X4   $0xb1, Z2, Z2, Z4
-	VMAXPS       Z4, Z2, Z2
-	VPERMILPS    $0x4e, Z2, Z4
-	VMAXPS       Z4, Z2, Z2
-	VPERMILPS    $0xb1, Z2, Z4
-	VMAXPS       Z4, Z2, Z2
-	VBROADCASTSS (DX)(CX*4), Z4
-	VMAXPS       Z2, Z4, Z2
-	VMAXPS       constsAVX512<>+1280(SB), Z2, Z5
-	VSUBPS       Z5, Z1, Z1
-	VCMPPS       $0x15, constsAVX512<>+768(SB), Z1, K3
-	VMULPS       constsAVX512<>+128(SB), Z1, Z1
-	VADDPS       constsAVX512<>+832(SB), Z1, Z6
-	VSUBPS       constsAVX512<>+832(SB), Z6, Z7
-	VSUBPS       Z7, Z1, Z1
-	VMOVUPS      constsAVX512<>+896(SB), Z7
-	VFMADD213PS  constsAVX512<>+960(SB), Z1, Z7
-	VFMADD213PS  constsAVX512<>+1024(SB), Z1, Z7
-	VFMADD213PS  constsAVX512<>+1088(SB), Z1, Z7
-	VFMADD213PS  constsAVX512<>+1152(SB), Z1, Z7
-	VFMADD213PS  constsAVX512<>+1216(SB), Z1, Z7
-	VFMADD213PS  constsAVX512<>+704(SB), Z1, Z7
-	VPSLLD       $0x17, Z6, Z6
-	VPADDD.Z     Z6, Z7, K3, Z7
-	MOVQ         CX, SI
-	SHLQ         $0x06, SI
-	VMOVUPS      Z7, (AX)(SI*1)
-	VSHUFF32X4   $0x4e, Z7, Z7, Z1
-	VADDPS       Z1, Z7, Z7
-	VSHUFF32X4   $0xb1, Z7, Z7, Z1
-	VADDPS       Z1, Z7, Z7
-	VPERMILPS    $0x4e, Z7, Z1
-	VADDPS       Z1, Z7, Z7
-	VPERMILPS    $0xb1, Z7, Z1
-	VADDPS       Z1, Z7, Z7
-	VSUBPS       Z5, Z4, Z4
-	VCMPPS       $0x15, constsAVX512<>+768(SB), Z4, K3
-	VMULPS       constsAVX512<>+128(SB), Z4, Z4
-	VADDPS       constsAVX512<>+832(SB), Z4, Z1
-	VSUBPS       constsAVX512<>+832(SB), Z1, Z5
-	VSUBPS       Z5, Z4, Z4
-	VMOVUPS      constsAVX512<>+896(SB), Z5
-	VFMADD213PS  constsAVX512<>+960(SB), Z4, Z5
-	VFMADD213PS  constsAVX512<>+1024(SB), Z4, Z5
-	VFMADD213PS  constsAVX512<>+1088(SB), Z4, Z5
-	VFMADD213PS  constsAVX512<>+1152(SB), Z4, Z5
-	VFMADD213PS  constsAVX512<>+1216(SB), Z4, Z5
-	VFMADD213PS  constsAVX512<>+704(SB), Z4, Z5
-	VPSLLD       $0x17, Z1, Z1
-	VPADDD.Z     Z1, Z5, K3, Z5
-	VBROADCASTSS (BX)(CX*4), Z1
-	VFMADD213PS  Z7, Z5, Z1
-	VMOVSS       X1, (BX)(CX*4)
-	VMOVSS       X2, (DX)(CX*4)
-	VMOVSS       X5, 1024(AX)(CX*4)
+	VMOVUPS      constsAVX512<>+1344(SB), Z4
+	VBLENDMPS    Z4, Z1, K2, Z1
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
 	JZ           scores_rows4_prefetched_row2_noalibi
@@ -77814,82 +76757,20 @@ scores_rows4_prefetched_row1_noalibi:
 	ADDQ         $0x02, DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX512<>+2048(SB), Z1
-	VCVTSI2SSQ   BX, X1, X1
+	VMOVUPS      constsAVX512<>+2048(SB), Z4
+	VCVTSI2SSQ   BX, X4, X4
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
-	VADDSS       (BX)(DX*4), X1, X1
-	VBROADCASTSS X1, Z1
-	VADDPS       iotaAVX512<>+0(SB), Z1, Z1
-	VBROADCASTSS (CX)(DX*4), Z2
-	VMULPS       Z2, Z1, Z1
-	VADDPS       Z1, Z3, Z3
+	VADDSS       (BX)(DX*4), X4, X4
+	VBROADCASTSS X4, Z4
+	VADDPS       iotaAVX512<>+0(SB), Z4, Z4
+	VBROADCASTSS (CX)(DX*4), Z7
+	VMULPS       Z7, Z4, Z4
+	VADDPS       Z4, Z5, Z5
 
 scores_rows4_prefetched_row2_noalibi:
-	VMOVUPS      constsAVX512<>+1344(SB), Z1
-	VBLENDMPS    Z1, Z3, K2, Z3
-	MOVQ         88(SP), CX
-	ADDQ         $0x02, CX
-	MOVQ         m+96(FP), DX
-	MOVQ         l+104(FP), BX
-	VMOVUPS      Z3, Z1
-	VSHUFF32X4   $0x4e, Z1, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VSHUFF32X4   $0xb1, Z1, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VPERMILPS    $0x4e, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VPERMILPS    $0xb1, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VBROADCASTSS (DX)(CX*4), Z2
-	VMAXPS       Z1, Z2, Z1
-	VMAXPS       constsAVX512<>+1280(SB), Z1, Z4
-	VSUBPS       Z4, Z3, Z3
-	VCMPPS       $0x15, constsAVX512<>+768(SB), Z3, K3
-	VMULPS       constsAVX512<>+128(SB), Z3, Z3
-	VADDPS       constsAVX512<>+832(SB), Z3, Z5
-	VSUBPS       constsAVX512<>+832(SB), Z5, Z6
-	VSUBPS       Z6, Z3, Z3
-	VMOVUPS      constsAVX512<>+896(SB), Z6
-	VFMADD213PS  constsAVX512<>+960(SB), Z3, Z6
-	VFMADD213PS  constsAVX512<>+1024(SB), Z3, Z6
-	VFMADD213PS  constsAVX512<>+1088(SB), Z3, Z6
-	VFMADD213PS  constsAVX512<>+1152(SB), Z3, Z6
-	VFMADD213PS  constsAVX512<>+1216(SB), Z3, Z6
-	VFMADD213PS  constsAVX512<>+704(SB), Z3, Z6
-	VPSLLD       $0x17, Z5, Z5
-	VPADDD.Z     Z5, Z6, K3, Z6
-	MOVQ         CX, SI
-	SHLQ         $0x06, SI
-	VMOVUPS      Z6, (AX)(SI*1)
-	VSHUFF32X4   $0x4e, Z6, Z6, Z3
-	VADDPS       Z3, Z6, Z6
-	VSHUFF32X4   $0xb1, Z6, Z6, Z3
-	VADDPS       Z3, Z6, Z6
-	VPERMILPS    $0x4e, Z6, Z3
-	VADDPS       Z3, Z6, Z6
-	VPERMILPS    $0xb1, Z6, Z3
-	VADDPS       Z3, Z6, Z6
-	VSUBPS       Z4, Z2, Z2
-	VCMPPS       $0x15, constsAVX512<>+768(SB), Z2, K3
-	VMULPS       constsAVX512<>+128(SB), Z2, Z2
-	VADDPS       constsAVX512<>+832(SB), Z2, Z3
-	VSUBPS       constsAVX512<>+832(SB), Z3, Z4
-	VSUBPS       Z4, Z2, Z2
-	VMOVUPS      constsAVX512<>+896(SB), Z4
-	VFMADD213PS  constsAVX512<>+960(SB), Z2, Z4
-	VFMADD213PS  constsAVX512<>+1024(SB), Z2, Z4
-	VFMADD213PS  constsAVX512<>+1088(SB), Z2, Z4
-	VFMADD213PS  constsAVX512<>+1152(SB), Z2, Z4
-	VFMADD213PS  constsAVX512<>+1216(SB), Z2, Z4
-	VFMADD213PS  constsAVX512<>+704(SB), Z2, Z4
-	VPSLLD       $0x17, Z3, Z3
-	VPADDD.Z     Z3, Z4, K3, Z4
-	VBROADCASTSS (BX)(CX*4), Z2
-	VFMADD213PS  Z6, Z4, Z2
-	VMOVSS       X2, (BX)(CX*4)
-	VMOVSS       X1, (DX)(CX*4)
-	VMOVSS       X4, 1024(AX)(CX*4)
+	VMOVUPS      constsAVX512<>+1344(SB), Z4
+	VBLENDMPS    Z4, Z5, K2, Z5
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
 	JZ           scores_rows4_prefetched_row3_noalibi
@@ -77897,82 +76778,148 @@ scores_rows4_prefetched_row2_noalibi:
 	ADDQ         $0x03, DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX512<>+2048(SB), Z1
-	VCVTSI2SSQ   BX, X1, X1
+	VMOVUPS      constsAVX512<>+2048(SB), Z4
+	VCVTSI2SSQ   BX, X4, X4
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
-	VADDSS       (BX)(DX*4), X1, X1
-	VBROADCASTSS X1, Z1
-	VADDPS       iotaAVX512<>+0(SB), Z1, Z1
-	VBROADCASTSS (CX)(DX*4), Z2
-	VMULPS       Z2, Z1, Z1
-	VADDPS       Z1, Z0, Z0
+	VADDSS       (BX)(DX*4), X4, X4
+	VBROADCASTSS X4, Z4
+	VADDPS       iotaAVX512<>+0(SB), Z4, Z4
+	VBROADCASTSS (CX)(DX*4), Z7
+	VMULPS       Z7, Z4, Z4
+	VADDPS       Z4, Z0, Z0
 
 scores_rows4_prefetched_row3_noalibi:
-	VMOVUPS      constsAVX512<>+1344(SB), Z1
-	VBLENDMPS    Z1, Z0, K2, Z0
+	VMOVUPS      constsAVX512<>+1344(SB), Z4
+	VBLENDMPS    Z4, Z0, K2, Z0
 	MOVQ         88(SP), CX
-	ADDQ         $0x03, CX
 	MOVQ         m+96(FP), DX
 	MOVQ         l+104(FP), BX
-	VMOVUPS      Z0, Z1
-	VSHUFF32X4   $0x4e, Z1, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VSHUFF32X4   $0xb1, Z1, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VPERMILPS    $0x4e, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VPERMILPS    $0xb1, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VBROADCASTSS (DX)(CX*4), Z2
-	VMAXPS       Z1, Z2, Z1
-	VMAXPS       constsAVX512<>+1280(SB), Z1, Z3
-	VSUBPS       Z3, Z0, Z0
-	VCMPPS       $0x15, constsAVX512<>+768(SB), Z0, K3
+	VMOVUPS      blockFirstsAVX512<>+0(SB), Z4
+	VSHUFF32X4   $0x44, Z1, Z6, Z7
+	VSHUFF32X4   $0xee, Z1, Z6, Z8
+	VMAXPS       Z8, Z7, Z7
+	VSHUFF32X4   $0x44, Z0, Z5, Z8
+	VSHUFF32X4   $0xee, Z0, Z5, Z9
+	VMAXPS       Z9, Z8, Z8
+	VSHUFF32X4   $0x88, Z8, Z7, Z9
+	VSHUFF32X4   $0xdd, Z8, Z7, Z7
+	VMAXPS       Z7, Z9, Z9
+	VPERMILPS    $0x4e, Z9, Z7
+	VMAXPS       Z7, Z9, Z9
+	VPERMILPS    $0xb1, Z9, Z7
+	VMAXPS       Z7, Z9, Z9
+	VPERMPS      Z9, Z4, Z7
+	VMOVUPS      (DX)(CX*4), X2
+	VMAXPS       X7, X2, X7
+	VMAXPS       constsAVX512<>+1280(SB), X7, X3
+	VMOVUPS      X7, (DX)(CX*4)
+	VSUBPS       X3, X2, X2
+	VBROADCASTSS X3, Z7
+	VSUBPS       Z7, Z6, Z6
+	VPERMILPS    $0x55, X3, X7
+	VBROADCASTSS X7, Z7
+	VSUBPS       Z7, Z1, Z1
+	VPERMILPS    $0xaa, X3, X7
+	VBROADCASTSS X7, Z7
+	VSUBPS       Z7, Z5, Z5
+	VPERMILPS    $0xff, X3, X7
+	VBROADCASTSS X7, Z7
+	VSUBPS       Z7, Z0, Z0
+	VCMPPS       $0x15, constsAVX512<>+768(SB), Z6, K3
+	VMULPS       constsAVX512<>+128(SB), Z6, Z6
+	VADDPS       constsAVX512<>+832(SB), Z6, Z7
+	VCMPPS       $0x15, constsAVX512<>+768(SB), Z1, K4
+	VMULPS       constsAVX512<>+128(SB), Z1, Z1
+	VADDPS       constsAVX512<>+832(SB), Z1, Z8
+	VCMPPS       $0x15, constsAVX512<>+768(SB), Z5, K5
+	VMULPS       constsAVX512<>+128(SB), Z5, Z5
+	VADDPS       constsAVX512<>+832(SB), Z5, Z9
+	VCMPPS       $0x15, constsAVX512<>+768(SB), Z0, K6
 	VMULPS       constsAVX512<>+128(SB), Z0, Z0
-	VADDPS       constsAVX512<>+832(SB), Z0, Z4
-	VSUBPS       constsAVX512<>+832(SB), Z4, Z5
-	VSUBPS       Z5, Z0, Z0
-	VMOVUPS      constsAVX512<>+896(SB), Z5
-	VFMADD213PS  constsAVX512<>+960(SB), Z0, Z5
-	VFMADD213PS  constsAVX512<>+1024(SB), Z0, Z5
-	VFMADD213PS  constsAVX512<>+1088(SB), Z0, Z5
-	VFMADD213PS  constsAVX512<>+1152(SB), Z0, Z5
-	VFMADD213PS  constsAVX512<>+1216(SB), Z0, Z5
-	VFMADD213PS  constsAVX512<>+704(SB), Z0, Z5
-	VPSLLD       $0x17, Z4, Z4
-	VPADDD.Z     Z4, Z5, K3, Z5
-	MOVQ         CX, SI
-	SHLQ         $0x06, SI
-	VMOVUPS      Z5, (AX)(SI*1)
-	VSHUFF32X4   $0x4e, Z5, Z5, Z0
-	VADDPS       Z0, Z5, Z5
-	VSHUFF32X4   $0xb1, Z5, Z5, Z0
-	VADDPS       Z0, Z5, Z5
-	VPERMILPS    $0x4e, Z5, Z0
-	VADDPS       Z0, Z5, Z5
-	VPERMILPS    $0xb1, Z5, Z0
-	VADDPS       Z0, Z5, Z5
-	VSUBPS       Z3, Z2, Z2
+	VADDPS       constsAVX512<>+832(SB), Z0, Z10
+	VSUBPS       constsAVX512<>+832(SB), Z7, Z11
+	VSUBPS       Z11, Z6, Z6
+	VSUBPS       constsAVX512<>+832(SB), Z8, Z11
+	VSUBPS       Z11, Z1, Z1
+	VSUBPS       constsAVX512<>+832(SB), Z9, Z11
+	VSUBPS       Z11, Z5, Z5
+	VSUBPS       constsAVX512<>+832(SB), Z10, Z11
+	VSUBPS       Z11, Z0, Z0
+	VMOVUPS      constsAVX512<>+896(SB), Z11
+	VMOVUPS      constsAVX512<>+896(SB), Z12
+	VMOVUPS      constsAVX512<>+896(SB), Z13
+	VMOVUPS      constsAVX512<>+896(SB), Z14
+	VFMADD213PS  constsAVX512<>+960(SB), Z6, Z11
+	VFMADD213PS  constsAVX512<>+960(SB), Z1, Z12
+	VFMADD213PS  constsAVX512<>+960(SB), Z5, Z13
+	VFMADD213PS  constsAVX512<>+960(SB), Z0, Z14
+	VFMADD213PS  constsAVX512<>+1024(SB), Z6, Z11
+	VFMADD213PS  constsAVX512<>+1024(SB), Z1, Z12
+	VFMADD213PS  constsAVX512<>+1024(SB), Z5, Z13
+	VFMADD213PS  constsAVX512<>+1024(SB), Z0, Z14
+	VFMADD213PS  constsAVX512<>+1088(SB), Z6, Z11
+	VFMADD213PS  constsAVX512<>+1088(SB), Z1, Z12
+	VFMADD213PS  constsAVX512<>+1088(SB), Z5, Z13
+	VFMADD213PS  constsAVX512<>+1088(SB), Z0, Z14
+	VFMADD213PS  constsAVX512<>+1152(SB), Z6, Z11
+	VFMADD213PS  constsAVX512<>+1152(SB), Z1, Z12
+	VFMADD213PS  constsAVX512<>+1152(SB), Z5, Z13
+	VFMADD213PS  constsAVX512<>+1152(SB), Z0, Z14
+	VFMADD213PS  constsAVX512<>+1216(SB), Z6, Z11
+	VFMADD213PS  constsAVX512<>+1216(SB), Z1, Z12
+	VFMADD213PS  constsAVX512<>+1216(SB), Z5, Z13
+	VFMADD213PS  constsAVX512<>+1216(SB), Z0, Z14
+	VFMADD213PS  constsAVX512<>+704(SB), Z6, Z11
+	VFMADD213PS  constsAVX512<>+704(SB), Z1, Z12
+	VFMADD213PS  constsAVX512<>+704(SB), Z5, Z13
+	VFMADD213PS  constsAVX512<>+704(SB), Z0, Z14
+	VPSLLD       $0x17, Z7, Z7
+	VPADDD.Z     Z7, Z11, K3, Z11
+	VPSLLD       $0x17, Z8, Z8
+	VPADDD.Z     Z8, Z12, K4, Z12
+	VPSLLD       $0x17, Z9, Z9
+	VPADDD.Z     Z9, Z13, K5, Z13
+	VPSLLD       $0x17, Z10, Z10
+	VPADDD.Z     Z10, Z14, K6, Z14
+	MOVQ         CX, DX
+	SHLQ         $0x06, DX
+	VMOVUPS      Z11, (AX)(DX*1)
+	VMOVUPS      Z12, 64(AX)(DX*1)
+	VMOVUPS      Z13, 128(AX)(DX*1)
+	VMOVUPS      Z14, 192(AX)(DX*1)
 	VCMPPS       $0x15, constsAVX512<>+768(SB), Z2, K3
 	VMULPS       constsAVX512<>+128(SB), Z2, Z2
 	VADDPS       constsAVX512<>+832(SB), Z2, Z0
-	VSUBPS       constsAVX512<>+832(SB), Z0, Z3
-	VSUBPS       Z3, Z2, Z2
-	VMOVUPS      constsAVX512<>+896(SB), Z3
-	VFMADD213PS  constsAVX512<>+960(SB), Z2, Z3
-	VFMADD213PS  constsAVX512<>+1024(SB), Z2, Z3
-	VFMADD213PS  constsAVX512<>+1088(SB), Z2, Z3
-	VFMADD213PS  constsAVX512<>+1152(SB), Z2, Z3
-	VFMADD213PS  constsAVX512<>+1216(SB), Z2, Z3
-	VFMADD213PS  constsAVX512<>+704(SB), Z2, Z3
+	VSUBPS       constsAVX512<>+832(SB), Z0, Z1
+	VSUBPS       Z1, Z2, Z2
+	VMOVUPS      constsAVX512<>+896(SB), Z1
+	VFMADD213PS  constsAVX512<>+960(SB), Z2, Z1
+	VFMADD213PS  constsAVX512<>+1024(SB), Z2, Z1
+	VFMADD213PS  constsAVX512<>+1088(SB), Z2, Z1
+	VFMADD213PS  constsAVX512<>+1152(SB), Z2, Z1
+	VFMADD213PS  constsAVX512<>+1216(SB), Z2, Z1
+	VFMADD213PS  constsAVX512<>+704(SB), Z2, Z1
 	VPSLLD       $0x17, Z0, Z0
-	VPADDD.Z     Z0, Z3, K3, Z3
-	VBROADCASTSS (BX)(CX*4), Z0
-	VFMADD213PS  Z5, Z3, Z0
-	VMOVSS       X0, (BX)(CX*4)
-	VMOVSS       X1, (DX)(CX*4)
-	VMOVSS       X3, 1024(AX)(CX*4)
+	VPADDD.Z     Z0, Z1, K3, Z1
+	VSHUFF32X4   $0x44, Z12, Z11, Z0
+	VSHUFF32X4   $0xee, Z12, Z11, Z5
+	VADDPS       Z5, Z0, Z0
+	VSHUFF32X4   $0x44, Z14, Z13, Z5
+	VSHUFF32X4   $0xee, Z14, Z13, Z6
+	VADDPS       Z6, Z5, Z5
+	VSHUFF32X4   $0x88, Z5, Z0, Z6
+	VSHUFF32X4   $0xdd, Z5, Z0, Z0
+	VADDPS       Z0, Z6, Z6
+	VPERMILPS    $0x4e, Z6, Z0
+	VADDPS       Z0, Z6, Z6
+	VPERMILPS    $0xb1, Z6, Z0
+	VADDPS       Z0, Z6, Z6
+	VPERMPS      Z6, Z4, Z0
+	VMOVUPS      (BX)(CX*4), X2
+	VFMADD213PS  X0, X1, X2
+	VMOVUPS      X2, (BX)(CX*4)
+	VMOVUPS      X1, 1024(AX)(CX*4)
 	MOVQ         88(SP), CX
 	MOVQ         96(SP), DX
 	ADDQ         $0x04, CX
@@ -77987,8 +76934,6 @@ scores_rows4_prefetched_row3_noalibi:
 scores_rows1_prefetched:
 	VMOVUPS   constsAVX512<>+2048(SB), Z0
 	VMOVUPS   constsAVX512<>+2048(SB), Z1
-	VMOVUPS   constsAVX512<>+2048(SB), Z2
-	VMOVUPS   constsAVX512<>+2048(SB), Z3
 	VMOVUPS   constsAVX512<>+2048(SB), Z4
 	VMOVUPS   constsAVX512<>+2048(SB), Z5
 	VMOVUPS   constsAVX512<>+2048(SB), Z6
@@ -78001,6 +76946,8 @@ scores_rows1_prefetched:
 	VMOVUPS   constsAVX512<>+2048(SB), Z13
 	VMOVUPS   constsAVX512<>+2048(SB), Z14
 	VMOVUPS   constsAVX512<>+2048(SB), Z15
+	VMOVUPS   constsAVX512<>+2048(SB), Z16
+	VMOVUPS   constsAVX512<>+2048(SB), Z17
 	MOVQ      48(SP), CX
 	MOVQ      (SP), DX
 	LEAQ      (CX)(CX*2), BX
@@ -78013,228 +76960,228 @@ scores_rows1_prefetched:
 	LEAQ      (DI)(R9*1), R12
 	LEAQ      (R8)(R9*1), R9
 	MOVQ      96(SP), R13
-	VMOVDQU32 constsAVX512<>+2368(SB), Z17
-	VMOVDQU32 constsAVX512<>+2816(SB), Z18
-	VMOVDQU32 constsAVX512<>+2880(SB), Z19
+	VMOVDQU32 constsAVX512<>+2368(SB), Z19
+	VMOVDQU32 constsAVX512<>+2816(SB), Z20
+	VMOVDQU32 constsAVX512<>+2880(SB), Z21
 	MOVQ      32(SP), R14
 	TESTQ     R14, R14
 	JZ        scores_rows1_prefetched_pass0_last_dims
 
 scores_rows1_prefetched_pass0_dims:
-	VMOVUPS     (R13), Z16
+	VMOVUPS     (R13), Z18
 	MOVQ        32(SP), R15
 	SUBQ        R14, R15
 	SHRQ        $0x01, R15
 	SHLQ        $0x06, R15
 	PREFETCHT1  (R10)
-	VPMOVZXBD   (DX), Z20
-	VPANDD      Z17, Z20, Z20
-	VPORD       Z18, Z20, Z20
-	VSUBPS      Z19, Z20, Z20
-	VMULPS.BCST 1216(AX)(R15*1), Z20, Z20
-	VFMADD231PS Z20, Z16, Z0
+	VPMOVZXBD   (DX), Z22
+	VPANDD      Z19, Z22, Z22
+	VPORD       Z20, Z22, Z22
+	VSUBPS      Z21, Z22, Z22
+	VMULPS.BCST 1216(AX)(R15*1), Z22, Z22
+	VFMADD231PS Z22, Z18, Z0
 	PREFETCHT1  (R10)(CX*1)
-	VPMOVZXBD   (DX)(CX*1), Z20
-	VPANDD      Z17, Z20, Z20
-	VPORD       Z18, Z20, Z20
-	VSUBPS      Z19, Z20, Z20
-	VMULPS.BCST 1220(AX)(R15*1), Z20, Z20
-	VFMADD231PS Z20, Z16, Z4
+	VPMOVZXBD   (DX)(CX*1), Z22
+	VPANDD      Z19, Z22, Z22
+	VPORD       Z20, Z22, Z22
+	VSUBPS      Z21, Z22, Z22
+	VMULPS.BCST 1220(AX)(R15*1), Z22, Z22
+	VFMADD231PS Z22, Z18, Z6
 	PREFETCHT1  (R10)(CX*2)
-	VPMOVZXBD   (DX)(CX*2), Z20
-	VPANDD      Z17, Z20, Z20
-	VPORD       Z18, Z20, Z20
-	VSUBPS      Z19, Z20, Z20
-	VMULPS.BCST 1224(AX)(R15*1), Z20, Z20
-	VFMADD231PS Z20, Z16, Z8
+	VPMOVZXBD   (DX)(CX*2), Z22
+	VPANDD      Z19, Z22, Z22
+	VPORD       Z20, Z22, Z22
+	VSUBPS      Z21, Z22, Z22
+	VMULPS.BCST 1224(AX)(R15*1), Z22, Z22
+	VFMADD231PS Z22, Z18, Z10
 	PREFETCHT1  (R10)(BX*1)
-	VPMOVZXBD   (DX)(BX*1), Z20
-	VPANDD      Z17, Z20, Z20
-	VPORD       Z18, Z20, Z20
-	VSUBPS      Z19, Z20, Z20
-	VMULPS.BCST 1228(AX)(R15*1), Z20, Z20
-	VFMADD231PS Z20, Z16, Z12
+	VPMOVZXBD   (DX)(BX*1), Z22
+	VPANDD      Z19, Z22, Z22
+	VPORD       Z20, Z22, Z22
+	VSUBPS      Z21, Z22, Z22
+	VMULPS.BCST 1228(AX)(R15*1), Z22, Z22
+	VFMADD231PS Z22, Z18, Z14
 	PREFETCHT1  (R11)
-	VPMOVZXBD   (SI), Z20
-	VPANDD      Z17, Z20, Z20
-	VPORD       Z18, Z20, Z20
-	VSUBPS      Z19, Z20, Z20
-	VMULPS.BCST 1232(AX)(R15*1), Z20, Z20
-	VFMADD231PS Z20, Z16, Z1
+	VPMOVZXBD   (SI), Z22
+	VPANDD      Z19, Z22, Z22
+	VPORD       Z20, Z22, Z22
+	VSUBPS      Z21, Z22, Z22
+	VMULPS.BCST 1232(AX)(R15*1), Z22, Z22
+	VFMADD231PS Z22, Z18, Z1
 	PREFETCHT1  (R11)(CX*1)
-	VPMOVZXBD   (SI)(CX*1), Z20
-	VPANDD      Z17, Z20, Z20
-	VPORD       Z18, Z20, Z20
-	VSUBPS      Z19, Z20, Z20
-	VMULPS.BCST 1236(AX)(R15*1), Z20, Z20
-	VFMADD231PS Z20, Z16, Z5
+	VPMOVZXBD   (SI)(CX*1), Z22
+	VPANDD      Z19, Z22, Z22
+	VPORD       Z20, Z22, Z22
+	VSUBPS      Z21, Z22, Z22
+	VMULPS.BCST 1236(AX)(R15*1), Z22, Z22
+	VFMADD231PS Z22, Z18, Z7
 	PREFETCHT1  (R11)(CX*2)
-	VPMOVZXBD   (SI)(CX*2), Z20
-	VPANDD      Z17, Z20, Z20
-	VPORD       Z18, Z20, Z20
-	VSUBPS      Z19, Z20, Z20
-	VMULPS.BCST 1240(AX)(R15*1), Z20, Z20
-	VFMADD231PS Z20, Z16, Z9
+	VPMOVZXBD   (SI)(CX*2), Z22
+	VPANDD      Z19, Z22, Z22
+	VPORD       Z20, Z22, Z22
+	VSUBPS      Z21, Z22, Z22
+	VMULPS.BCST 1240(AX)(R15*1), Z22, Z22
+	VFMADD231PS Z22, Z18, Z11
 	PREFETCHT1  (R11)(BX*1)
-	VPMOVZXBD   (SI)(BX*1), Z20
-	VPANDD      Z17, Z20, Z20
-	VPORD       Z18, Z20, Z20
-	VSUBPS      Z19, Z20, Z20
-	VMULPS.BCST 1244(AX)(R15*1), Z20, Z20
-	VFMADD231PS Z20, Z16, Z13
+	VPMOVZXBD   (SI)(BX*1), Z22
+	VPANDD      Z19, Z22, Z22
+	VPORD       Z20, Z22, Z22
+	VSUBPS      Z21, Z22, Z22
+	VMULPS.BCST 1244(AX)(R15*1), Z22, Z22
+	VFMADD231PS Z22, Z18, Z15
 	PREFETCHT1  (R12)
-	VPMOVZXBD   (DI), Z20
-	VPANDD      Z17, Z20, Z20
-	VPORD       Z18, Z20, Z20
-	VSUBPS      Z19, Z20, Z20
-	VMULPS.BCST 1248(AX)(R15*1), Z20, Z20
-	VFMADD231PS Z20, Z16, Z2
+	VPMOVZXBD   (DI), Z22
+	VPANDD      Z19, Z22, Z22
+	VPORD       Z20, Z22, Z22
+	VSUBPS      Z21, Z22, Z22
+	VMULPS.BCST 1248(AX)(R15*1), Z22, Z22
+	VFMADD231PS Z22, Z18, Z4
 	PREFETCHT1  (R12)(CX*1)
-	VPMOVZXBD   (DI)(CX*1), Z20
-	VPANDD      Z17, Z20, Z20
-	VPORD       Z18, Z20, Z20
-	VSUBPS      Z19, Z20, Z20
-	VMULPS.BCST 1252(AX)(R15*1), Z20, Z20
-	VFMADD231PS Z20, Z16, Z6
+	VPMOVZXBD   (DI)(CX*1), Z22
+	VPANDD      Z19, Z22, Z22
+	VPORD       Z20, Z22, Z22
+	VSUBPS      Z21, Z22, Z22
+	VMULPS.BCST 1252(AX)(R15*1), Z22, Z22
+	VFMADD231PS Z22, Z18, Z8
 	PREFETCHT1  (R12)(CX*2)
-	VPMOVZXBD   (DI)(CX*2), Z20
-	VPANDD      Z17, Z20, Z20
-	VPORD       Z18, Z20, Z20
-	VSUBPS      Z19, Z20, Z20
-	VMULPS.BCST 1256(AX)(R15*1), Z20, Z20
-	VFMADD231PS Z20, Z16, Z10
+	VPMOVZXBD   (DI)(CX*2), Z22
+	VPANDD      Z19, Z22, Z22
+	VPORD       Z20, Z22, Z22
+	VSUBPS      Z21, Z22, Z22
+	VMULPS.BCST 1256(AX)(R15*1), Z22, Z22
+	VFMADD231PS Z22, Z18, Z12
 	PREFETCHT1  (R12)(BX*1)
-	VPMOVZXBD   (DI)(BX*1), Z20
-	VPANDD      Z17, Z20, Z20
-	VPORD       Z18, Z20, Z20
-	VSUBPS      Z19, Z20, Z20
-	VMULPS.BCST 1260(AX)(R15*1), Z20, Z20
-	VFMADD231PS Z20, Z16, Z14
+	VPMOVZXBD   (DI)(BX*1), Z22
+	VPANDD      Z19, Z22, Z22
+	VPORD       Z20, Z22, Z22
+	VSUBPS      Z21, Z22, Z22
+	VMULPS.BCST 1260(AX)(R15*1), Z22, Z22
+	VFMADD231PS Z22, Z18, Z16
 	PREFETCHT1  (R9)
-	VPMOVZXBD   (R8), Z20
-	VPANDD      Z17, Z20, Z20
-	VPORD       Z18, Z20, Z20
-	VSUBPS      Z19, Z20, Z20
-	VMULPS.BCST 1264(AX)(R15*1), Z20, Z20
-	VFMADD231PS Z20, Z16, Z3
+	VPMOVZXBD   (R8), Z22
+	VPANDD      Z19, Z22, Z22
+	VPORD       Z20, Z22, Z22
+	VSUBPS      Z21, Z22, Z22
+	VMULPS.BCST 1264(AX)(R15*1), Z22, Z22
+	VFMADD231PS Z22, Z18, Z5
 	PREFETCHT1  (R9)(CX*1)
-	VPMOVZXBD   (R8)(CX*1), Z20
-	VPANDD      Z17, Z20, Z20
-	VPORD       Z18, Z20, Z20
-	VSUBPS      Z19, Z20, Z20
-	VMULPS.BCST 1268(AX)(R15*1), Z20, Z20
-	VFMADD231PS Z20, Z16, Z7
+	VPMOVZXBD   (R8)(CX*1), Z22
+	VPANDD      Z19, Z22, Z22
+	VPORD       Z20, Z22, Z22
+	VSUBPS      Z21, Z22, Z22
+	VMULPS.BCST 1268(AX)(R15*1), Z22, Z22
+	VFMADD231PS Z22, Z18, Z9
 	PREFETCHT1  (R9)(CX*2)
-	VPMOVZXBD   (R8)(CX*2), Z20
-	VPANDD      Z17, Z20, Z20
-	VPORD       Z18, Z20, Z20
-	VSUBPS      Z19, Z20, Z20
-	VMULPS.BCST 1272(AX)(R15*1), Z20, Z20
-	VFMADD231PS Z20, Z16, Z11
+	VPMOVZXBD   (R8)(CX*2), Z22
+	VPANDD      Z19, Z22, Z22
+	VPORD       Z20, Z22, Z22
+	VSUBPS      Z21, Z22, Z22
+	VMULPS.BCST 1272(AX)(R15*1), Z22, Z22
+	VFMADD231PS Z22, Z18, Z13
 	PREFETCHT1  (R9)(BX*1)
-	VPMOVZXBD   (R8)(BX*1), Z20
-	VPANDD      Z17, Z20, Z20
-	VPORD       Z18, Z20, Z20
-	VSUBPS      Z19, Z20, Z20
-	VMULPS.BCST 1276(AX)(R15*1), Z20, Z20
-	VFMADD231PS Z20, Z16, Z15
-	VMOVUPS     64(R13), Z16
-	VPMOVZXBD   (DX), Z20
-	VPSRLD      $0x04, Z20, Z20
-	VPORD       Z18, Z20, Z20
-	VSUBPS      Z19, Z20, Z20
-	VMULPS.BCST 1216(AX)(R15*1), Z20, Z20
-	VFMADD231PS Z20, Z16, Z0
-	VPMOVZXBD   (DX)(CX*1), Z20
-	VPSRLD      $0x04, Z20, Z20
-	VPORD       Z18, Z20, Z20
-	VSUBPS      Z19, Z20, Z20
-	VMULPS.BCST 1220(AX)(R15*1), Z20, Z20
-	VFMADD231PS Z20, Z16, Z4
-	VPMOVZXBD   (DX)(CX*2), Z20
-	VPSRLD      $0x04, Z20, Z20
-	VPORD       Z18, Z20, Z20
-	VSUBPS      Z19, Z20, Z20
-	VMULPS.BCST 1224(AX)(R15*1), Z20, Z20
-	VFMADD231PS Z20, Z16, Z8
-	VPMOVZXBD   (DX)(BX*1), Z20
-	VPSRLD      $0x04, Z20, Z20
-	VPORD       Z18, Z20, Z20
-	VSUBPS      Z19, Z20, Z20
-	VMULPS.BCST 1228(AX)(R15*1), Z20, Z20
-	VFMADD231PS Z20, Z16, Z12
-	VPMOVZXBD   (SI), Z20
-	VPSRLD      $0x04, Z20, Z20
-	VPORD       Z18, Z20, Z20
-	VSUBPS      Z19, Z20, Z20
-	VMULPS.BCST 1232(AX)(R15*1), Z20, Z20
-	VFMADD231PS Z20, Z16, Z1
-	VPMOVZXBD   (SI)(CX*1), Z20
-	VPSRLD      $0x04, Z20, Z20
-	VPORD       Z18, Z20, Z20
-	VSUBPS      Z19, Z20, Z20
-	VMULPS.BCST 1236(AX)(R15*1), Z20, Z20
-	VFMADD231PS Z20, Z16, Z5
-	VPMOVZXBD   (SI)(CX*2), Z20
-	VPSRLD      $0x04, Z20, Z20
-	VPORD       Z18, Z20, Z20
-	VSUBPS      Z19, Z20, Z20
-	VMULPS.BCST 1240(AX)(R15*1), Z20, Z20
-	VFMADD231PS Z20, Z16, Z9
-	VPMOVZXBD   (SI)(BX*1), Z20
-	VPSRLD      $0x04, Z20, Z20
-	VPORD       Z18, Z20, Z20
-	VSUBPS      Z19, Z20, Z20
-	VMULPS.BCST 1244(AX)(R15*1), Z20, Z20
-	VFMADD231PS Z20, Z16, Z13
-	VPMOVZXBD   (DI), Z20
-	VPSRLD      $0x04, Z20, Z20
-	VPORD       Z18, Z20, Z20
-	VSUBPS      Z19, Z20, Z20
-	VMULPS.BCST 1248(AX)(R15*1), Z20, Z20
-	VFMADD231PS Z20, Z16, Z2
-	VPMOVZXBD   (DI)(CX*1), Z20
-	VPSRLD      $0x04, Z20, Z20
-	VPORD       Z18, Z20, Z20
-	VSUBPS      Z19, Z20, Z20
-	VMULPS.BCST 1252(AX)(R15*1), Z20, Z20
-	VFMADD231PS Z20, Z16, Z6
-	VPMOVZXBD   (DI)(CX*2), Z20
-	VPSRLD      $0x04, Z20, Z20
-	VPORD       Z18, Z20, Z20
-	VSUBPS      Z19, Z20, Z20
-	VMULPS.BCST 1256(AX)(R15*1), Z20, Z20
-	VFMADD231PS Z20, Z16, Z10
-	VPMOVZXBD   (DI)(BX*1), Z20
-	VPSRLD      $0x04, Z20, Z20
-	VPORD       Z18, Z20, Z20
-	VSUBPS      Z19, Z20, Z20
-	VMULPS.BCST 1260(AX)(R15*1), Z20, Z20
-	VFMADD231PS Z20, Z16, Z14
-	VPMOVZXBD   (R8), Z20
-	VPSRLD      $0x04, Z20, Z20
-	VPORD       Z18, Z20, Z20
-	VSUBPS      Z19, Z20, Z20
-	VMULPS.BCST 1264(AX)(R15*1), Z20, Z20
-	VFMADD231PS Z20, Z16, Z3
-	VPMOVZXBD   (R8)(CX*1), Z20
-	VPSRLD      $0x04, Z20, Z20
-	VPORD       Z18, Z20, Z20
-	VSUBPS      Z19, Z20, Z20
-	VMULPS.BCST 1268(AX)(R15*1), Z20, Z20
-	VFMADD231PS Z20, Z16, Z7
-	VPMOVZXBD   (R8)(CX*2), Z20
-	VPSRLD      $0x04, Z20, Z20
-	VPORD       Z18, Z20, Z20
-	VSUBPS      Z19, Z20, Z20
-	VMULPS.BCST 1272(AX)(R15*1), Z20, Z20
-	VFMADD231PS Z20, Z16, Z11
-	VPMOVZXBD   (R8)(BX*1), Z20
-	VPSRLD      $0x04, Z20, Z20
-	VPORD       Z18, Z20, Z20
-	VSUBPS      Z19, Z20, Z20
-	VMULPS.BCST 1276(AX)(R15*1), Z20, Z20
-	VFMADD231PS Z20, Z16, Z15
+	VPMOVZXBD   (R8)(BX*1), Z22
+	VPANDD      Z19, Z22, Z22
+	VPORD       Z20, Z22, Z22
+	VSUBPS      Z21, Z22, Z22
+	VMULPS.BCST 1276(AX)(R15*1), Z22, Z22
+	VFMADD231PS Z22, Z18, Z17
+	VMOVUPS     64(R13), Z18
+	VPMOVZXBD   (DX), Z22
+	VPSRLD      $0x04, Z22, Z22
+	VPORD       Z20, Z22, Z22
+	VSUBPS      Z21, Z22, Z22
+	VMULPS.BCST 1216(AX)(R15*1), Z22, Z22
+	VFMADD231PS Z22, Z18, Z0
+	VPMOVZXBD   (DX)(CX*1), Z22
+	VPSRLD      $0x04, Z22, Z22
+	VPORD       Z20, Z22, Z22
+	VSUBPS      Z21, Z22, Z22
+	VMULPS.BCST 1220(AX)(R15*1), Z22, Z22
+	VFMADD231PS Z22, Z18, Z6
+	VPMOVZXBD   (DX)(CX*2), Z22
+	VPSRLD      $0x04, Z22, Z22
+	VPORD       Z20, Z22, Z22
+	VSUBPS      Z21, Z22, Z22
+	VMULPS.BCST 1224(AX)(R15*1), Z22, Z22
+	VFMADD231PS Z22, Z18, Z10
+	VPMOVZXBD   (DX)(BX*1), Z22
+	VPSRLD      $0x04, Z22, Z22
+	VPORD       Z20, Z22, Z22
+	VSUBPS      Z21, Z22, Z22
+	VMULPS.BCST 1228(AX)(R15*1), Z22, Z22
+	VFMADD231PS Z22, Z18, Z14
+	VPMOVZXBD   (SI), Z22
+	VPSRLD      $0x04, Z22, Z22
+	VPORD       Z20, Z22, Z22
+	VSUBPS      Z21, Z22, Z22
+	VMULPS.BCST 1232(AX)(R15*1), Z22, Z22
+	VFMADD231PS Z22, Z18, Z1
+	VPMOVZXBD   (SI)(CX*1), Z22
+	VPSRLD      $0x04, Z22, Z22
+	VPORD       Z20, Z22, Z22
+	VSUBPS      Z21, Z22, Z22
+	VMULPS.BCST 1236(AX)(R15*1), Z22, Z22
+	VFMADD231PS Z22, Z18, Z7
+	VPMOVZXBD   (SI)(CX*2), Z22
+	VPSRLD      $0x04, Z22, Z22
+	VPORD       Z20, Z22, Z22
+	VSUBPS      Z21, Z22, Z22
+	VMULPS.BCST 1240(AX)(R15*1), Z22, Z22
+	VFMADD231PS Z22, Z18, Z11
+	VPMOVZXBD   (SI)(BX*1), Z22
+	VPSRLD      $0x04, Z22, Z22
+	VPORD       Z20, Z22, Z22
+	VSUBPS      Z21, Z22, Z22
+	VMULPS.BCST 1244(AX)(R15*1), Z22, Z22
+	VFMADD231PS Z22, Z18, Z15
+	VPMOVZXBD   (DI), Z22
+	VPSRLD      $0x04, Z22, Z22
+	VPORD       Z20, Z22, Z22
+	VSUBPS      Z21, Z22, Z22
+	VMULPS.BCST 1248(AX)(R15*1), Z22, Z22
+	VFMADD231PS Z22, Z18, Z4
+	VPMOVZXBD   (DI)(CX*1), Z22
+	VPSRLD      $0x04, Z22, Z22
+	VPORD       Z20, Z22, Z22
+	VSUBPS      Z21, Z22, Z22
+	VMULPS.BCST 1252(AX)(R15*1), Z22, Z22
+	VFMADD231PS Z22, Z18, Z8
+	VPMOVZXBD   (DI)(CX*2), Z22
+	VPSRLD      $0x04, Z22, Z22
+	VPORD       Z20, Z22, Z22
+	VSUBPS      Z21, Z22, Z22
+	VMULPS.BCST 1256(AX)(R15*1), Z22, Z22
+	VFMADD231PS Z22, Z18, Z12
+	VPMOVZXBD   (DI)(BX*1), Z22
+	VPSRLD      $0x04, Z22, Z22
+	VPORD       Z20, Z22, Z22
+	VSUBPS      Z21, Z22, Z22
+	VMULPS.BCST 1260(AX)(R15*1), Z22, Z22
+	VFMADD231PS Z22, Z18, Z16
+	VPMOVZXBD   (R8), Z22
+	VPSRLD      $0x04, Z22, Z22
+	VPORD       Z20, Z22, Z22
+	VSUBPS      Z21, Z22, Z22
+	VMULPS.BCST 1264(AX)(R15*1), Z22, Z22
+	VFMADD231PS Z22, Z18, Z5
+	VPMOVZXBD   (R8)(CX*1), Z22
+	VPSRLD      $0x04, Z22, Z22
+	VPORD       Z20, Z22, Z22
+	VSUBPS      Z21, Z22, Z22
+	VMULPS.BCST 1268(AX)(R15*1), Z22, Z22
+	VFMADD231PS Z22, Z18, Z9
+	VPMOVZXBD   (R8)(CX*2), Z22
+	VPSRLD      $0x04, Z22, Z22
+	VPORD       Z20, Z22, Z22
+	VSUBPS      Z21, Z22, Z22
+	VMULPS.BCST 1272(AX)(R15*1), Z22, Z22
+	VFMADD231PS Z22, Z18, Z13
+	VPMOVZXBD   (R8)(BX*1), Z22
+	VPSRLD      $0x04, Z22, Z22
+	VPORD       Z20, Z22, Z22
+	VSUBPS      Z21, Z22, Z22
+	VMULPS.BCST 1276(AX)(R15*1), Z22, Z22
+	VFMADD231PS Z22, Z18, Z17
 	ADDQ        $0x80, R13
 	ADDQ        $0x10, DX
 	ADDQ        $0x10, SI
@@ -78248,12 +77195,9 @@ scores_rows1_prefetched_pass0_dims:
 	JNZ         scores_rows1_prefetched_pass0_dims
 
 scores_rows1_prefetched_pass0_last_dims:
-	VSHUFF32X4   $0xee, Z1, Z0, Z16
+	VSHUFF32X4   $0xee, Z1, Z0, Z18
 	VSHUFF32X4   $0x44, Z1, Z0, Z0
-	VADDPS       Z16, Z0, Z0
-	VSHUFF32X4   $0xee, Z3, Z2, Z1
-	VSHUFF32X4   $0x44, Z3, Z2, Z2
-	VADDPS       Z1, Z2, Z2
+	VADDPS       Z18, Z0, Z0
 	VSHUFF32X4   $0xee, Z5, Z4, Z1
 	VSHUFF32X4   $0x44, Z5, Z4, Z4
 	VADDPS       Z1, Z4, Z4
@@ -78272,26 +77216,29 @@ scores_rows1_prefetched_pass0_last_dims:
 	VSHUFF32X4   $0xee, Z15, Z14, Z1
 	VSHUFF32X4   $0x44, Z15, Z14, Z14
 	VADDPS       Z1, Z14, Z14
-	VSHUFF32X4   $0xdd, Z2, Z0, Z1
-	VSHUFF32X4   $0x88, Z2, Z0, Z0
+	VSHUFF32X4   $0xee, Z17, Z16, Z1
+	VSHUFF32X4   $0x44, Z17, Z16, Z16
+	VADDPS       Z1, Z16, Z16
+	VSHUFF32X4   $0xdd, Z4, Z0, Z1
+	VSHUFF32X4   $0x88, Z4, Z0, Z0
 	VADDPS       Z1, Z0, Z0
-	VSHUFF32X4   $0xdd, Z6, Z4, Z1
-	VSHUFF32X4   $0x88, Z6, Z4, Z4
-	VADDPS       Z1, Z4, Z4
-	VSHUFF32X4   $0xdd, Z10, Z8, Z1
-	VSHUFF32X4   $0x88, Z10, Z8, Z8
-	VADDPS       Z1, Z8, Z8
-	VSHUFF32X4   $0xdd, Z14, Z12, Z1
-	VSHUFF32X4   $0x88, Z14, Z12, Z12
-	VADDPS       Z1, Z12, Z12
-	VSHUFPS      $0xee, Z4, Z0, Z1
-	VSHUFPS      $0x44, Z4, Z0, Z0
+	VSHUFF32X4   $0xdd, Z8, Z6, Z1
+	VSHUFF32X4   $0x88, Z8, Z6, Z6
+	VADDPS       Z1, Z6, Z6
+	VSHUFF32X4   $0xdd, Z12, Z10, Z1
+	VSHUFF32X4   $0x88, Z12, Z10, Z10
+	VADDPS       Z1, Z10, Z10
+	VSHUFF32X4   $0xdd, Z16, Z14, Z1
+	VSHUFF32X4   $0x88, Z16, Z14, Z14
+	VADDPS       Z1, Z14, Z14
+	VSHUFPS      $0xee, Z6, Z0, Z1
+	VSHUFPS      $0x44, Z6, Z0, Z0
 	VADDPS       Z1, Z0, Z0
-	VSHUFPS      $0xee, Z12, Z8, Z1
-	VSHUFPS      $0x44, Z12, Z8, Z8
-	VADDPS       Z1, Z8, Z8
-	VSHUFPS      $0xdd, Z8, Z0, Z1
-	VSHUFPS      $0x88, Z8, Z0, Z0
+	VSHUFPS      $0xee, Z14, Z10, Z1
+	VSHUFPS      $0x44, Z14, Z10, Z10
+	VADDPS       Z1, Z10, Z10
+	VSHUFPS      $0xdd, Z10, Z0, Z1
+	VSHUFPS      $0x88, Z10, Z0, Z0
 	VADDPS       Z1, Z0, Z0
 	VMOVUPS      Z0, Z0
 	MOVQ         alibi+120(FP), CX
@@ -78307,8 +77254,8 @@ scores_rows1_prefetched_pass0_last_dims:
 	VADDSS       (BX)(DX*4), X1, X1
 	VBROADCASTSS X1, Z1
 	VADDPS       iotaAVX512<>+0(SB), Z1, Z1
-	VBROADCASTSS (CX)(DX*4), Z2
-	VMULPS       Z2, Z1, Z1
+	VBROADCASTSS (CX)(DX*4), Z4
+	VMULPS       Z4, Z1, Z1
 	VADDPS       Z1, Z0, Z0
 
 scores_rows1_prefetched_row0_noalibi:
@@ -78318,63 +77265,63 @@ scores_rows1_prefetched_row0_noalibi:
 	MOVQ         m+96(FP), DX
 	MOVQ         l+104(FP), BX
 	VMOVUPS      Z0, Z1
-	VSHUFF32X4   $0x4e, Z1, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VSHUFF32X4   $0xb1, Z1, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VPERMILPS    $0x4e, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VPERMILPS    $0xb1, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VBROADCASTSS (DX)(CX*4), Z2
-	VMAXPS       Z1, Z2, Z1
-	VMAXPS       constsAVX512<>+1280(SB), Z1, Z3
-	VSUBPS       Z3, Z0, Z0
+	VSHUFF32X4   $0x4e, Z1, Z1, Z4
+	VMAXPS       Z4, Z1, Z1
+	VSHUFF32X4   $0xb1, Z1, Z1, Z4
+	VMAXPS       Z4, Z1, Z1
+	VPERMILPS    $0x4e, Z1, Z4
+	VMAXPS       Z4, Z1, Z1
+	VPERMILPS    $0xb1, Z1, Z4
+	VMAXPS       Z4, Z1, Z1
+	VBROADCASTSS (DX)(CX*4), Z4
+	VMAXPS       Z1, Z4, Z1
+	VMAXPS       constsAVX512<>+1280(SB), Z1, Z5
+	VSUBPS       Z5, Z0, Z0
 	VCMPPS       $0x15, constsAVX512<>+768(SB), Z0, K3
 	VMULPS       constsAVX512<>+128(SB), Z0, Z0
-	VADDPS       constsAVX512<>+832(SB), Z0, Z4
-	VSUBPS       constsAVX512<>+832(SB), Z4, Z5
-	VSUBPS       Z5, Z0, Z0
-	VMOVUPS      constsAVX512<>+896(SB), Z5
-	VFMADD213PS  constsAVX512<>+960(SB), Z0, Z5
-	VFMADD213PS  constsAVX512<>+1024(SB), Z0, Z5
-	VFMADD213PS  constsAVX512<>+1088(SB), Z0, Z5
-	VFMADD213PS  constsAVX512<>+1152(SB), Z0, Z5
-	VFMADD213PS  constsAVX512<>+1216(SB), Z0, Z5
-	VFMADD213PS  constsAVX512<>+704(SB), Z0, Z5
-	VPSLLD       $0x17, Z4, Z4
-	VPADDD.Z     Z4, Z5, K3, Z5
+	VADDPS       constsAVX512<>+832(SB), Z0, Z6
+	VSUBPS       constsAVX512<>+832(SB), Z6, Z7
+	VSUBPS       Z7, Z0, Z0
+	VMOVUPS      constsAVX512<>+896(SB), Z7
+	VFMADD213PS  constsAVX512<>+960(SB), Z0, Z7
+	VFMADD213PS  constsAVX512<>+1024(SB), Z0, Z7
+	VFMADD213PS  constsAVX512<>+1088(SB), Z0, Z7
+	VFMADD213PS  constsAVX512<>+1152(SB), Z0, Z7
+	VFMADD213PS  constsAVX512<>+1216(SB), Z0, Z7
+	VFMADD213PS  constsAVX512<>+704(SB), Z0, Z7
+	VPSLLD       $0x17, Z6, Z6
+	VPADDD.Z     Z6, Z7, K3, Z7
 	MOVQ         CX, SI
 	SHLQ         $0x06, SI
-	VMOVUPS      Z5, (AX)(SI*1)
-	VSHUFF32X4   $0x4e, Z5, Z5, Z0
-	VADDPS       Z0, Z5, Z5
-	VSHUFF32X4   $0xb1, Z5, Z5, Z0
-	VADDPS       Z0, Z5, Z5
-	VPERMILPS    $0x4e, Z5, Z0
-	VADDPS       Z0, Z5, Z5
-	VPERMILPS    $0xb1, Z5, Z0
-	VADDPS       Z0, Z5, Z5
-	VSUBPS       Z3, Z2, Z2
-	VCMPPS       $0x15, constsAVX512<>+768(SB), Z2, K3
-	VMULPS       constsAVX512<>+128(SB), Z2, Z2
-	VADDPS       constsAVX512<>+832(SB), Z2, Z0
-	VSUBPS       constsAVX512<>+832(SB), Z0, Z3
-	VSUBPS       Z3, Z2, Z2
-	VMOVUPS      constsAVX512<>+896(SB), Z3
-	VFMADD213PS  constsAVX512<>+960(SB), Z2, Z3
-	VFMADD213PS  constsAVX512<>+1024(SB), Z2, Z3
-	VFMADD213PS  constsAVX512<>+1088(SB), Z2, Z3
-	VFMADD213PS  constsAVX512<>+1152(SB), Z2, Z3
-	VFMADD213PS  constsAVX512<>+1216(SB), Z2, Z3
-	VFMADD213PS  constsAVX512<>+704(SB), Z2, Z3
+	VMOVUPS      Z7, (AX)(SI*1)
+	VSHUFF32X4   $0x4e, Z7, Z7, Z0
+	VADDPS       Z0, Z7, Z7
+	VSHUFF32X4   $0xb1, Z7, Z7, Z0
+	VADDPS       Z0, Z7, Z7
+	VPERMILPS    $0x4e, Z7, Z0
+	VADDPS       Z0, Z7, Z7
+	VPERMILPS    $0xb1, Z7, Z0
+	VADDPS       Z0, Z7, Z7
+	VSUBPS       Z5, Z4, Z4
+	VCMPPS       $0x15, constsAVX512<>+768(SB), Z4, K3
+	VMULPS       constsAVX512<>+128(SB), Z4, Z4
+	VADDPS       constsAVX512<>+832(SB), Z4, Z0
+	VSUBPS       constsAVX512<>+832(SB), Z0, Z5
+	VSUBPS       Z5, Z4, Z4
+	VMOVUPS      constsAVX512<>+896(SB), Z5
+	VFMADD213PS  constsAVX512<>+960(SB), Z4, Z5
+	VFMADD213PS  constsAVX512<>+1024(SB), Z4, Z5
+	VFMADD213PS  constsAVX512<>+1088(SB), Z4, Z5
+	VFMADD213PS  constsAVX512<>+1152(SB), Z4, Z5
+	VFMADD213PS  constsAVX512<>+1216(SB), Z4, Z5
+	VFMADD213PS  constsAVX512<>+704(SB), Z4, Z5
 	VPSLLD       $0x17, Z0, Z0
-	VPADDD.Z     Z0, Z3, K3, Z3
+	VPADDD.Z     Z0, Z5, K3, Z5
 	VBROADCASTSS (BX)(CX*4), Z0
-	VFMADD213PS  Z5, Z3, Z0
+	VFMADD213PS  Z7, Z5, Z0
 	VMOVSS       X0, (BX)(CX*4)
 	VMOVSS       X1, (DX)(CX*4)
-	VMOVSS       X3, 1024(AX)(CX*4)
+	VMOVSS       X5, 1024(AX)(CX*4)
 	MOVQ         88(SP), CX
 	MOVQ         96(SP), DX
 	ADDQ         $0x01, CX
@@ -78394,8 +77341,6 @@ rowgroup:
 scores_rows4:
 	VMOVUPS   constsAVX512<>+2048(SB), Z0
 	VMOVUPS   constsAVX512<>+2048(SB), Z1
-	VMOVUPS   constsAVX512<>+2048(SB), Z2
-	VMOVUPS   constsAVX512<>+2048(SB), Z3
 	VMOVUPS   constsAVX512<>+2048(SB), Z4
 	VMOVUPS   constsAVX512<>+2048(SB), Z5
 	VMOVUPS   constsAVX512<>+2048(SB), Z6
@@ -78408,104 +77353,106 @@ scores_rows4:
 	VMOVUPS   constsAVX512<>+2048(SB), Z13
 	VMOVUPS   constsAVX512<>+2048(SB), Z14
 	VMOVUPS   constsAVX512<>+2048(SB), Z15
+	VMOVUPS   constsAVX512<>+2048(SB), Z16
+	VMOVUPS   constsAVX512<>+2048(SB), Z17
 	MOVQ      48(SP), CX
 	MOVQ      (SP), DX
 	LEAQ      (CX)(CX*2), BX
 	MOVQ      96(SP), SI
 	MOVQ      40(SP), DI
 	LEAQ      (SI)(DI*2), R8
-	VMOVDQU32 constsAVX512<>+2368(SB), Z20
-	VMOVDQU32 constsAVX512<>+2816(SB), Z21
-	VMOVDQU32 constsAVX512<>+2880(SB), Z22
+	VMOVDQU32 constsAVX512<>+2368(SB), Z22
+	VMOVDQU32 constsAVX512<>+2816(SB), Z23
+	VMOVDQU32 constsAVX512<>+2880(SB), Z24
 	MOVQ      32(SP), R9
 	TESTQ     R9, R9
 	JZ        scores_rows4_pass0_last_dims
 
 scores_rows4_pass0_dims:
-	VMOVUPS     (SI), Z16
-	VMOVUPS     (SI)(DI*1), Z17
-	VMOVUPS     (SI)(DI*2), Z18
-	VMOVUPS     (R8)(DI*1), Z19
+	VMOVUPS     (SI), Z18
+	VMOVUPS     (SI)(DI*1), Z19
+	VMOVUPS     (SI)(DI*2), Z20
+	VMOVUPS     (R8)(DI*1), Z21
 	MOVQ        32(SP), R10
 	SUBQ        R9, R10
 	SHRQ        $0x01, R10
 	SHLQ        $0x06, R10
-	VPMOVZXBD   (DX), Z23
-	VPANDD      Z20, Z23, Z23
-	VPORD       Z21, Z23, Z23
-	VSUBPS      Z22, Z23, Z23
-	VMULPS.BCST 1216(AX)(R10*1), Z23, Z23
-	VFMADD231PS Z23, Z16, Z0
-	VFMADD231PS Z23, Z17, Z1
-	VFMADD231PS Z23, Z18, Z2
-	VFMADD231PS Z23, Z19, Z3
-	VPMOVZXBD   (DX)(CX*1), Z23
-	VPANDD      Z20, Z23, Z23
-	VPORD       Z21, Z23, Z23
-	VSUBPS      Z22, Z23, Z23
-	VMULPS.BCST 1220(AX)(R10*1), Z23, Z23
-	VFMADD231PS Z23, Z16, Z4
-	VFMADD231PS Z23, Z17, Z5
-	VFMADD231PS Z23, Z18, Z6
-	VFMADD231PS Z23, Z19, Z7
-	VPMOVZXBD   (DX)(CX*2), Z23
-	VPANDD      Z20, Z23, Z23
-	VPORD       Z21, Z23, Z23
-	VSUBPS      Z22, Z23, Z23
-	VMULPS.BCST 1224(AX)(R10*1), Z23, Z23
-	VFMADD231PS Z23, Z16, Z8
-	VFMADD231PS Z23, Z17, Z9
-	VFMADD231PS Z23, Z18, Z10
-	VFMADD231PS Z23, Z19, Z11
-	VPMOVZXBD   (DX)(BX*1), Z23
-	VPANDD      Z20, Z23, Z23
-	VPORD       Z21, Z23, Z23
-	VSUBPS      Z22, Z23, Z23
-	VMULPS.BCST 1228(AX)(R10*1), Z23, Z23
-	VFMADD231PS Z23, Z16, Z12
-	VFMADD231PS Z23, Z17, Z13
-	VFMADD231PS Z23, Z18, Z14
-	VFMADD231PS Z23, Z19, Z15
-	VMOVUPS     64(SI), Z16
-	VMOVUPS     64(SI)(DI*1), Z17
-	VMOVUPS     64(SI)(DI*2), Z18
-	VMOVUPS     64(R8)(DI*1), Z19
-	VPMOVZXBD   (DX), Z23
-	VPSRLD      $0x04, Z23, Z23
-	VPORD       Z21, Z23, Z23
-	VSUBPS      Z22, Z23, Z23
-	VMULPS.BCST 1216(AX)(R10*1), Z23, Z23
-	VFMADD231PS Z23, Z16, Z0
-	VFMADD231PS Z23, Z17, Z1
-	VFMADD231PS Z23, Z18, Z2
-	VFMADD231PS Z23, Z19, Z3
-	VPMOVZXBD   (DX)(CX*1), Z23
-	VPSRLD      $0x04, Z23, Z23
-	VPORD       Z21, Z23, Z23
-	VSUBPS      Z22, Z23, Z23
-	VMULPS.BCST 1220(AX)(R10*1), Z23, Z23
-	VFMADD231PS Z23, Z16, Z4
-	VFMADD231PS Z23, Z17, Z5
-	VFMADD231PS Z23, Z18, Z6
-	VFMADD231PS Z23, Z19, Z7
-	VPMOVZXBD   (DX)(CX*2), Z23
-	VPSRLD      $0x04, Z23, Z23
-	VPORD       Z21, Z23, Z23
-	VSUBPS      Z22, Z23, Z23
-	VMULPS.BCST 1224(AX)(R10*1), Z23, Z23
-	VFMADD231PS Z23, Z16, Z8
-	VFMADD231PS Z23, Z17, Z9
-	VFMADD231PS Z23, Z18, Z10
-	VFMADD231PS Z23, Z19, Z11
-	VPMOVZXBD   (DX)(BX*1), Z23
-	VPSRLD      $0x04, Z23, Z23
-	VPORD       Z21, Z23, Z23
-	VSUBPS      Z22, Z23, Z23
-	VMULPS.BCST 1228(AX)(R10*1), Z23, Z23
-	VFMADD231PS Z23, Z16, Z12
-	VFMADD231PS Z23, Z17, Z13
-	VFMADD231PS Z23, Z18, Z14
-	VFMADD231PS Z23, Z19, Z15
+	VPMOVZXBD   (DX), Z25
+	VPANDD      Z22, Z25, Z25
+	VPORD       Z23, Z25, Z25
+	VSUBPS      Z24, Z25, Z25
+	VMULPS.BCST 1216(AX)(R10*1), Z25, Z25
+	VFMADD231PS Z25, Z18, Z0
+	VFMADD231PS Z25, Z19, Z1
+	VFMADD231PS Z25, Z20, Z4
+	VFMADD231PS Z25, Z21, Z5
+	VPMOVZXBD   (DX)(CX*1), Z25
+	VPANDD      Z22, Z25, Z25
+	VPORD       Z23, Z25, Z25
+	VSUBPS      Z24, Z25, Z25
+	VMULPS.BCST 1220(AX)(R10*1), Z25, Z25
+	VFMADD231PS Z25, Z18, Z6
+	VFMADD231PS Z25, Z19, Z7
+	VFMADD231PS Z25, Z20, Z8
+	VFMADD231PS Z25, Z21, Z9
+	VPMOVZXBD   (DX)(CX*2), Z25
+	VPANDD      Z22, Z25, Z25
+	VPORD       Z23, Z25, Z25
+	VSUBPS      Z24, Z25, Z25
+	VMULPS.BCST 1224(AX)(R10*1), Z25, Z25
+	VFMADD231PS Z25, Z18, Z10
+	VFMADD231PS Z25, Z19, Z11
+	VFMADD231PS Z25, Z20, Z12
+	VFMADD231PS Z25, Z21, Z13
+	VPMOVZXBD   (DX)(BX*1), Z25
+	VPANDD      Z22, Z25, Z25
+	VPORD       Z23, Z25, Z25
+	VSUBPS      Z24, Z25, Z25
+	VMULPS.BCST 1228(AX)(R10*1), Z25, Z25
+	VFMADD231PS Z25, Z18, Z14
+	VFMADD231PS Z25, Z19, Z15
+	VFMADD231PS Z25, Z20, Z16
+	VFMADD231PS Z25, Z21, Z17
+	VMOVUPS     64(SI), Z18
+	VMOVUPS     64(SI)(DI*1), Z19
+	VMOVUPS     64(SI)(DI*2), Z20
+	VMOVUPS     64(R8)(DI*1), Z21
+	VPMOVZXBD   (DX), Z25
+	VPSRLD      $0x04, Z25, Z25
+	VPORD       Z23, Z25, Z25
+	VSUBPS      Z24, Z25, Z25
+	VMULPS.BCST 1216(AX)(R10*1), Z25, Z25
+	VFMADD231PS Z25, Z18, Z0
+	VFMADD231PS Z25, Z19, Z1
+	VFMADD231PS Z25, Z20, Z4
+	VFMADD231PS Z25, Z21, Z5
+	VPMOVZXBD   (DX)(CX*1), Z25
+	VPSRLD      $0x04, Z25, Z25
+	VPORD       Z23, Z25, Z25
+	VSUBPS      Z24, Z25, Z25
+	VMULPS.BCST 1220(AX)(R10*1), Z25, Z25
+	VFMADD231PS Z25, Z18, Z6
+	VFMADD231PS Z25, Z19, Z7
+	VFMADD231PS Z25, Z20, Z8
+	VFMADD231PS Z25, Z21, Z9
+	VPMOVZXBD   (DX)(CX*2), Z25
+	VPSRLD      $0x04, Z25, Z25
+	VPORD       Z23, Z25, Z25
+	VSUBPS      Z24, Z25, Z25
+	VMULPS.BCST 1224(AX)(R10*1), Z25, Z25
+	VFMADD231PS Z25, Z18, Z10
+	VFMADD231PS Z25, Z19, Z11
+	VFMADD231PS Z25, Z20, Z12
+	VFMADD231PS Z25, Z21, Z13
+	VPMOVZXBD   (DX)(BX*1), Z25
+	VPSRLD      $0x04, Z25, Z25
+	VPORD       Z23, Z25, Z25
+	VSUBPS      Z24, Z25, Z25
+	VMULPS.BCST 1228(AX)(R10*1), Z25, Z25
+	VFMADD231PS Z25, Z18, Z14
+	VFMADD231PS Z25, Z19, Z15
+	VFMADD231PS Z25, Z20, Z16
+	VFMADD231PS Z25, Z21, Z17
 	ADDQ        $0x80, SI
 	ADDQ        $0x80, R8
 	ADDQ        $0x10, DX
@@ -78513,12 +77460,9 @@ scores_rows4_pass0_dims:
 	JNZ         scores_rows4_pass0_dims
 
 scores_rows4_pass0_last_dims:
-	VSHUFF32X4 $0xee, Z1, Z0, Z16
+	VSHUFF32X4 $0xee, Z1, Z0, Z18
 	VSHUFF32X4 $0x44, Z1, Z0, Z0
-	VADDPS     Z16, Z0, Z0
-	VSHUFF32X4 $0xee, Z3, Z2, Z1
-	VSHUFF32X4 $0x44, Z3, Z2, Z2
-	VADDPS     Z1, Z2, Z2
+	VADDPS     Z18, Z0, Z0
 	VSHUFF32X4 $0xee, Z5, Z4, Z1
 	VSHUFF32X4 $0x44, Z5, Z4, Z4
 	VADDPS     Z1, Z4, Z4
@@ -78537,370 +77481,33 @@ scores_rows4_pass0_last_dims:
 	VSHUFF32X4 $0xee, Z15, Z14, Z1
 	VSHUFF32X4 $0x44, Z15, Z14, Z14
 	VADDPS     Z1, Z14, Z14
-	VSHUFF32X4 $0xdd, Z2, Z0, Z1
-	VSHUFF32X4 $0x88, Z2, Z0, Z0
+	VSHUFF32X4 $0xee, Z17, Z16, Z1
+	VSHUFF32X4 $0x44, Z17, Z16, Z16
+	VADDPS     Z1, Z16, Z16
+	VSHUFF32X4 $0xdd, Z4, Z0, Z1
+	VSHUFF32X4 $0x88, Z4, Z0, Z0
 	VADDPS     Z1, Z0, Z0
-	VSHUFF32X4 $0xdd, Z6, Z4, Z1
-	VSHUFF32X4 $0x88, Z6, Z4, Z4
-	VADDPS     Z1, Z4, Z4
-	VSHUFF32X4 $0xdd, Z10, Z8, Z1
-	VSHUFF32X4 $0x88, Z10, Z8, Z8
-	VADDPS     Z1, Z8, Z8
-	VSHUFF32X4 $0xdd, Z14, Z12, Z1
-	VSHUFF32X4 $0x88, Z14, Z12, Z12
-	VADDPS     Z1, Z12, Z12
-	VSHUFPS    $0xee, Z4, Z0, Z1
-	VSHUFPS    $0x44, Z4, Z0, Z0
-	VADDPS     Z1, Z0, Z0
-	VSHUFPS    $0xee, Z12, Z8, Z1
-	VSHUFPS    $0x44, Z12, Z8, Z8
-	VADDPS     Z1, Z8, Z8
-	VSHUFPS    $0xdd, Z8, Z0, Z1
-	VSHUFPS    $0x88, Z8, Z0, Z0
-	VADDPS     Z1, Z0, Z0
-	VMOVUPS    Z0, Z20
-	VMOVUPS    constsAVX512<>+2048(SB), Z0
-	VMOVUPS    constsAVX512<>+2048(SB), Z1
-	VMOVUPS    constsAVX512<>+2048(SB), Z2
-	VMOVUPS    constsAVX512<>+2048(SB), Z3
-	VMOVUPS    constsAVX512<>+2048(SB), Z4
-	VMOVUPS    constsAVX512<>+2048(SB), Z5
-	VMOVUPS    constsAVX512<>+2048(SB), Z6
-	VMOVUPS    constsAVX512<>+2048(SB), Z7
-	VMOVUPS    constsAVX512<>+2048(SB), Z8
-	VMOVUPS    constsAVX512<>+2048(SB), Z9
-	VMOVUPS    constsAVX512<>+2048(SB), Z10
-	VMOVUPS    constsAVX512<>+2048(SB), Z11
-	VMOVUPS    constsAVX512<>+2048(SB), Z12
-	VMOVUPS    constsAVX512<>+2048(SB), Z13
-	VMOVUPS    constsAVX512<>+2048(SB), Z14
-	VMOVUPS    constsAVX512<>+2048(SB), Z15
-	MOVQ       48(SP), CX
-	MOVQ       (SP), DX
-	IMUL3Q     $0x04, CX, BX
-	ADDQ       BX, DX
-	LEAQ       (CX)(CX*2), BX
-	MOVQ       96(SP), SI
-	MOVQ       40(SP), DI
-	LEAQ       (SI)(DI*2), R8
-	VMOVDQU32  constsAVX512<>+2368(SB), Z21
-	VMOVDQU32  constsAVX512<>+2816(SB), Z22
-	VMOVDQU32  constsAVX512<>+2880(SB), Z23
-	MOVQ       32(SP), R9
-	TESTQ      R9, R9
-	JZ         scores_rows4_pass1_last_dims
-
-scores_rows4_pass1_dims:
-	VMOVUPS     (SI), Z16
-	VMOVUPS     (SI)(DI*1), Z17
-	VMOVUPS     (SI)(DI*2), Z18
-	VMOVUPS     (R8)(DI*1), Z19
-	MOVQ        32(SP), R10
-	SUBQ        R9, R10
-	SHRQ        $0x01, R10
-	SHLQ        $0x06, R10
-	VPMOVZXBD   (DX), Z24
-	VPANDD      Z21, Z24, Z24
-	VPORD       Z22, Z24, Z24
-	VSUBPS      Z23, Z24, Z24
-	VMULPS.BCST 1232(AX)(R10*1), Z24, Z24
-	VFMADD231PS Z24, Z16, Z0
-	VFMADD231PS Z24, Z17, Z1
-	VFMADD231PS Z24, Z18, Z2
-	VFMADD231PS Z24, Z19, Z3
-	VPMOVZXBD   (DX)(CX*1), Z24
-	VPANDD      Z21, Z24, Z24
-	VPORD       Z22, Z24, Z24
-	VSUBPS      Z23, Z24, Z24
-	VMULPS.BCST 1236(AX)(R10*1), Z24, Z24
-	VFMADD231PS Z24, Z16, Z4
-	VFMADD231PS Z24, Z17, Z5
-	VFMADD231PS Z24, Z18, Z6
-	VFMADD231PS Z24, Z19, Z7
-	VPMOVZXBD   (DX)(CX*2), Z24
-	VPANDD      Z21, Z24, Z24
-	VPORD       Z22, Z24, Z24
-	VSUBPS      Z23, Z24, Z24
-	VMULPS.BCST 1240(AX)(R10*1), Z24, Z24
-	VFMADD231PS Z24, Z16, Z8
-	VFMADD231PS Z24, Z17, Z9
-	VFMADD231PS Z24, Z18, Z10
-	VFMADD231PS Z24, Z19, Z11
-	VPMOVZXBD   (DX)(BX*1), Z24
-	VPANDD      Z21, Z24, Z24
-	VPORD       Z22, Z24, Z24
-	VSUBPS      Z23, Z24, Z24
-	VMULPS.BCST 1244(AX)(R10*1), Z24, Z24
-	VFMADD231PS Z24, Z16, Z12
-	VFMADD231PS Z24, Z17, Z13
-	VFMADD231PS Z24, Z18, Z14
-	VFMADD231PS Z24, Z19, Z15
-	VMOVUPS     64(SI), Z16
-	VMOVUPS     64(SI)(DI*1), Z17
-	VMOVUPS     64(SI)(DI*2), Z18
-	VMOVUPS     64(R8)(DI*1), Z19
-	VPMOVZXBD   (DX), Z24
-	VPSRLD      $0x04, Z24, Z24
-	VPORD       Z22, Z24, Z24
-	VSUBPS      Z23, Z24, Z24
-	VMULPS.BCST 1232(AX)(R10*1), Z24, Z24
-	VFMADD231PS Z24, Z16, Z0
-	VFMADD231PS Z24, Z17, Z1
-	VFMADD231PS Z24, Z18, Z2
-	VFMADD231PS Z24, Z19, Z3
-	VPMOVZXBD   (DX)(CX*1), Z24
-	VPSRLD      $0x04, Z24, Z24
-	VPORD       Z22, Z24, Z24
-	VSUBPS      Z23, Z24, Z24
-	VMULPS.BCST 1236(AX)(R10*1), Z24, Z24
-	VFMADD231PS Z24, Z16, Z4
-	VFMADD231PS Z24, Z17, Z5
-	VFMADD231PS Z24, Z18, Z6
-	VFMADD231PS Z24, Z19, Z7
-	VPMOVZXBD   (DX)(CX*2), Z24
-	VPSRLD      $0x04, Z24, Z24
-	VPORD       Z22, Z24, Z24
-	VSUBPS      Z23, Z24, Z24
-	VMULPS.BCST 1240(AX)(R10*1), Z24, Z24
-	VFMADD231PS Z24, Z16, Z8
-	VFMADD231PS Z24, Z17, Z9
-	VFMADD231PS Z24, Z18, Z10
-	VFMADD231PS Z24, Z19, Z11
-	VPMOVZXBD   (DX)(BX*1), Z24
-	VPSRLD      $0x04, Z24, Z24
-	VPORD       Z22, Z24, Z24
-	VSUBPS      Z23, Z24, Z24
-	VMULPS.BCST 1244(AX)(R10*1), Z24, Z24
-	VFMADD231PS Z24, Z16, Z12
-	VFMADD231PS Z24, Z17, Z13
-	VFMADD231PS Z24, Z18, Z14
-	VFMADD231PS Z24, Z19, Z15
-	ADDQ        $0x80, SI
-	ADDQ        $0x80, R8
-	ADDQ        $0x10, DX
-	SUBQ        $0x02, R9
-	JNZ         scores_rows4_pass1_dims
-
-scores_rows4_pass1_last_dims:
-	VSHUFF32X4 $0xee, Z1, Z0, Z16
-	VSHUFF32X4 $0x44, Z1, Z0, Z0
-	VADDPS     Z16, Z0, Z0
-	VSHUFF32X4 $0xee, Z3, Z2, Z1
-	VSHUFF32X4 $0x44, Z3, Z2, Z2
-	VADDPS     Z1, Z2, Z2
-	VSHUFF32X4 $0xee, Z5, Z4, Z1
-	VSHUFF32X4 $0x44, Z5, Z4, Z4
-	VADDPS     Z1, Z4, Z4
-	VSHUFF32X4 $0xee, Z7, Z6, Z1
-	VSHUFF32X4 $0x44, Z7, Z6, Z6
+	VSHUFF32X4 $0xdd, Z8, Z6, Z1
+	VSHUFF32X4 $0x88, Z8, Z6, Z6
 	VADDPS     Z1, Z6, Z6
-	VSHUFF32X4 $0xee, Z9, Z8, Z1
-	VSHUFF32X4 $0x44, Z9, Z8, Z8
-	VADDPS     Z1, Z8, Z8
-	VSHUFF32X4 $0xee, Z11, Z10, Z1
-	VSHUFF32X4 $0x44, Z11, Z10, Z10
+	VSHUFF32X4 $0xdd, Z12, Z10, Z1
+	VSHUFF32X4 $0x88, Z12, Z10, Z10
 	VADDPS     Z1, Z10, Z10
-	VSHUFF32X4 $0xee, Z13, Z12, Z1
-	VSHUFF32X4 $0x44, Z13, Z12, Z12
-	VADDPS     Z1, Z12, Z12
-	VSHUFF32X4 $0xee, Z15, Z14, Z1
-	VSHUFF32X4 $0x44, Z15, Z14, Z14
+	VSHUFF32X4 $0xdd, Z16, Z14, Z1
+	VSHUFF32X4 $0x88, Z16, Z14, Z14
 	VADDPS     Z1, Z14, Z14
-	VSHUFF32X4 $0xdd, Z2, Z0, Z1
-	VSHUFF32X4 $0x88, Z2, Z0, Z0
+	VSHUFPS    $0xee, Z6, Z0, Z1
+	VSHUFPS    $0x44, Z6, Z0, Z0
 	VADDPS     Z1, Z0, Z0
-	VSHUFF32X4 $0xdd, Z6, Z4, Z1
-	VSHUFF32X4 $0x88, Z6, Z4, Z4
-	VADDPS     Z1, Z4, Z4
-	VSHUFF32X4 $0xdd, Z10, Z8, Z1
-	VSHUFF32X4 $0x88, Z10, Z8, Z8
-	VADDPS     Z1, Z8, Z8
-	VSHUFF32X4 $0xdd, Z14, Z12, Z1
-	VSHUFF32X4 $0x88, Z14, Z12, Z12
-	VADDPS     Z1, Z12, Z12
-	VSHUFPS    $0xee, Z4, Z0, Z1
-	VSHUFPS    $0x44, Z4, Z0, Z0
-	VADDPS     Z1, Z0, Z0
-	VSHUFPS    $0xee, Z12, Z8, Z1
-	VSHUFPS    $0x44, Z12, Z8, Z8
-	VADDPS     Z1, Z8, Z8
-	VSHUFPS    $0xdd, Z8, Z0, Z1
-	VSHUFPS    $0x88, Z8, Z0, Z0
-	VADDPS     Z1, Z0, Z0
-	VMOVUPS    Z0, Z21
-	VMOVUPS    constsAVX512<>+2048(SB), Z0
-	VMOVUPS    constsAVX512<>+2048(SB), Z1
-	VMOVUPS    constsAVX512<>+2048(SB), Z2
-	VMOVUPS    constsAVX512<>+2048(SB), Z3
-	VMOVUPS    constsAVX512<>+2048(SB), Z4
-	VMOVUPS    constsAVX512<>+2048(SB), Z5
-	VMOVUPS    constsAVX512<>+2048(SB), Z6
-	VMOVUPS    constsAVX512<>+2048(SB), Z7
-	VMOVUPS    constsAVX512<>+2048(SB), Z8
-	VMOVUPS    constsAVX512<>+2048(SB), Z9
-	VMOVUPS    constsAVX512<>+2048(SB), Z10
-	VMOVUPS    constsAVX512<>+2048(SB), Z11
-	VMOVUPS    constsAVX512<>+2048(SB), Z12
-	VMOVUPS    constsAVX512<>+2048(SB), Z13
-	VMOVUPS    constsAVX512<>+2048(SB), Z14
-	VMOVUPS    constsAVX512<>+2048(SB), Z15
-	MOVQ       48(SP), CX
-	MOVQ       (SP), DX
-	IMUL3Q     $0x08, CX, BX
-	ADDQ       BX, DX
-	LEAQ       (CX)(CX*2), BX
-	MOVQ       96(SP), SI
-	MOVQ       40(SP), DI
-	LEAQ       (SI)(DI*2), R8
-	VMOVDQU32  constsAVX512<>+2368(SB), Z22
-	VMOVDQU32  constsAVX512<>+2816(SB), Z23
-	VMOVDQU32  constsAVX512<>+2880(SB), Z24
-	MOVQ       32(SP), R9
-	TESTQ      R9, R9
-	JZ         scores_rows4_pass2_last_dims
-
-scores_rows4_pass2_dims:
-	VMOVUPS     (SI), Z16
-	VMOVUPS     (SI)(DI*1), Z17
-	VMOVUPS     (SI)(DI*2), Z18
-	VMOVUPS     (R8)(DI*1), Z19
-	MOVQ        32(SP), R10
-	SUBQ        R9, R10
-	SHRQ        $0x01, R10
-	SHLQ        $0x06, R10
-	VPMOVZXBD   (DX), Z25
-	VPANDD      Z22, Z25, Z25
-	VPORD       Z23, Z25, Z25
-	VSUBPS      Z24, Z25, Z25
-	VMULPS.BCST 1248(AX)(R10*1), Z25, Z25
-	VFMADD231PS Z25, Z16, Z0
-	VFMADD231PS Z25, Z17, Z1
-	VFMADD231PS Z25, Z18, Z2
-	VFMADD231PS Z25, Z19, Z3
-	VPMOVZXBD   (DX)(CX*1), Z25
-	VPANDD      Z22, Z25, Z25
-	VPORD       Z23, Z25, Z25
-	VSUBPS      Z24, Z25, Z25
-	VMULPS.BCST 1252(AX)(R10*1), Z25, Z25
-	VFMADD231PS Z25, Z16, Z4
-	VFMADD231PS Z25, Z17, Z5
-	VFMADD231PS Z25, Z18, Z6
-	VFMADD231PS Z25, Z19, Z7
-	VPMOVZXBD   (DX)(CX*2), Z25
-	VPANDD      Z22, Z25, Z25
-	VPORD       Z23, Z25, Z25
-	VSUBPS      Z24, Z25, Z25
-	VMULPS.BCST 1256(AX)(R10*1), Z25, Z25
-	VFMADD231PS Z25, Z16, Z8
-	VFMADD231PS Z25, Z17, Z9
-	VFMADD231PS Z25, Z18, Z10
-	VFMADD231PS Z25, Z19, Z11
-	VPMOVZXBD   (DX)(BX*1), Z25
-	VPANDD      Z22, Z25, Z25
-	VPORD       Z23, Z25, Z25
-	VSUBPS      Z24, Z25, Z25
-	VMULPS.BCST 1260(AX)(R10*1), Z25, Z25
-	VFMADD231PS Z25, Z16, Z12
-	VFMADD231PS Z25, Z17, Z13
-	VFMADD231PS Z25, Z18, Z14
-	VFMADD231PS Z25, Z19, Z15
-	VMOVUPS     64(SI), Z16
-	VMOVUPS     64(SI)(DI*1), Z17
-	VMOVUPS     64(SI)(DI*2), Z18
-	VMOVUPS     64(R8)(DI*1), Z19
-	VPMOVZXBD   (DX), Z25
-	VPSRLD      $0x04, Z25, Z25
-	VPORD       Z23, Z25, Z25
-	VSUBPS      Z24, Z25, Z25
-	VMULPS.BCST 1248(AX)(R10*1), Z25, Z25
-	VFMADD231PS Z25, Z16, Z0
-	VFMADD231PS Z25, Z17, Z1
-	VFMADD231PS Z25, Z18, Z2
-	VFMADD231PS Z25, Z19, Z3
-	VPMOVZXBD   (DX)(CX*1), Z25
-	VPSRLD      $0x04, Z25, Z25
-	VPORD       Z23, Z25, Z25
-	VSUBPS      Z24, Z25, Z25
-	VMULPS.BCST 1252(AX)(R10*1), Z25, Z25
-	VFMADD231PS Z25, Z16, Z4
-	VFMADD231PS Z25, Z17, Z5
-	VFMADD231PS Z25, Z18, Z6
-	VFMADD231PS Z25, Z19, Z7
-	VPMOVZXBD   (DX)(CX*2), Z25
-	VPSRLD      $0x04, Z25, Z25
-	VPORD       Z23, Z25, Z25
-	VSUBPS      Z24, Z25, Z25
-	VMULPS.BCST 1256(AX)(R10*1), Z25, Z25
-	VFMADD231PS Z25, Z16, Z8
-	VFMADD231PS Z25, Z17, Z9
-	VFMADD231PS Z25, Z18, Z10
-	VFMADD231PS Z25, Z19, Z11
-	VPMOVZXBD   (DX)(BX*1), Z25
-	VPSRLD      $0x04, Z25, Z25
-	VPORD       Z23, Z25, Z25
-	VSUBPS      Z24, Z25, Z25
-	VMULPS.BCST 1260(AX)(R10*1), Z25, Z25
-	VFMADD231PS Z25, Z16, Z12
-	VFMADD231PS Z25, Z17, Z13
-	VFMADD231PS Z25, Z18, Z14
-	VFMADD231PS Z25, Z19, Z15
-	ADDQ        $0x80, SI
-	ADDQ        $0x80, R8
-	ADDQ        $0x10, DX
-	SUBQ        $0x02, R9
-	JNZ         scores_rows4_pass2_dims
-
-scores_rows4_pass2_last_dims:
-	VSHUFF32X4 $0xee, Z1, Z0, Z16
-	VSHUFF32X4 $0x44, Z1, Z0, Z0
-	VADDPS     Z16, Z0, Z0
-	VSHUFF32X4 $0xee, Z3, Z2, Z1
-	VSHUFF32X4 $0x44, Z3, Z2, Z2
-	VADDPS     Z1, Z2, Z2
-	VSHUFF32X4 $0xee, Z5, Z4, Z1
-	VSHUFF32X4 $0x44, Z5, Z4, Z4
-	VADDPS     Z1, Z4, Z4
-	VSHUFF32X4 $0xee, Z7, Z6, Z1
-	VSHUFF32X4 $0x44, Z7, Z6, Z6
-	VADDPS     Z1, Z6, Z6
-	VSHUFF32X4 $0xee, Z9, Z8, Z1
-	VSHUFF32X4 $0x44, Z9, Z8, Z8
-	VADDPS     Z1, Z8, Z8
-	VSHUFF32X4 $0xee, Z11, Z10, Z1
-	VSHUFF32X4 $0x44, Z11, Z10, Z10
+	VSHUFPS    $0xee, Z14, Z10, Z1
+	VSHUFPS    $0x44, Z14, Z10, Z10
 	VADDPS     Z1, Z10, Z10
-	VSHUFF32X4 $0xee, Z13, Z12, Z1
-	VSHUFF32X4 $0x44, Z13, Z12, Z12
-	VADDPS     Z1, Z12, Z12
-	VSHUFF32X4 $0xee, Z15, Z14, Z1
-	VSHUFF32X4 $0x44, Z15, Z14, Z14
-	VADDPS     Z1, Z14, Z14
-	VSHUFF32X4 $0xdd, Z2, Z0, Z1
-	VSHUFF32X4 $0x88, Z2, Z0, Z0
-	VADDPS     Z1, Z0, Z0
-	VSHUFF32X4 $0xdd, Z6, Z4, Z1
-	VSHUFF32X4 $0x88, Z6, Z4, Z4
-	VADDPS     Z1, Z4, Z4
-	VSHUFF32X4 $0xdd, Z10, Z8, Z1
-	VSHUFF32X4 $0x88, Z10, Z8, Z8
-	VADDPS     Z1, Z8, Z8
-	VSHUFF32X4 $0xdd, Z14, Z12, Z1
-	VSHUFF32X4 $0x88, Z14, Z12, Z12
-	VADDPS     Z1, Z12, Z12
-	VSHUFPS    $0xee, Z4, Z0, Z1
-	VSHUFPS    $0x44, Z4, Z0, Z0
-	VADDPS     Z1, Z0, Z0
-	VSHUFPS    $0xee, Z12, Z8, Z1
-	VSHUFPS    $0x44, Z12, Z8, Z8
-	VADDPS     Z1, Z8, Z8
-	VSHUFPS    $0xdd, Z8, Z0, Z1
-	VSHUFPS    $0x88, Z8, Z0, Z0
+	VSHUFPS    $0xdd, Z10, Z0, Z1
+	VSHUFPS    $0x88, Z10, Z0, Z0
 	VADDPS     Z1, Z0, Z0
 	VMOVUPS    Z0, Z22
 	VMOVUPS    constsAVX512<>+2048(SB), Z0
 	VMOVUPS    constsAVX512<>+2048(SB), Z1
-	VMOVUPS    constsAVX512<>+2048(SB), Z2
-	VMOVUPS    constsAVX512<>+2048(SB), Z3
 	VMOVUPS    constsAVX512<>+2048(SB), Z4
 	VMOVUPS    constsAVX512<>+2048(SB), Z5
 	VMOVUPS    constsAVX512<>+2048(SB), Z6
@@ -78913,9 +77520,11 @@ scores_rows4_pass2_last_dims:
 	VMOVUPS    constsAVX512<>+2048(SB), Z13
 	VMOVUPS    constsAVX512<>+2048(SB), Z14
 	VMOVUPS    constsAVX512<>+2048(SB), Z15
+	VMOVUPS    constsAVX512<>+2048(SB), Z16
+	VMOVUPS    constsAVX512<>+2048(SB), Z17
 	MOVQ       48(SP), CX
 	MOVQ       (SP), DX
-	IMUL3Q     $0x0c, CX, BX
+	IMUL3Q     $0x04, CX, BX
 	ADDQ       BX, DX
 	LEAQ       (CX)(CX*2), BX
 	MOVQ       96(SP), SI
@@ -78926,13 +77535,13 @@ scores_rows4_pass2_last_dims:
 	VMOVDQU32  constsAVX512<>+2880(SB), Z25
 	MOVQ       32(SP), R9
 	TESTQ      R9, R9
-	JZ         scores_rows4_pass3_last_dims
+	JZ         scores_rows4_pass1_last_dims
 
-scores_rows4_pass3_dims:
-	VMOVUPS     (SI), Z16
-	VMOVUPS     (SI)(DI*1), Z17
-	VMOVUPS     (SI)(DI*2), Z18
-	VMOVUPS     (R8)(DI*1), Z19
+scores_rows4_pass1_dims:
+	VMOVUPS     (SI), Z18
+	VMOVUPS     (SI)(DI*1), Z19
+	VMOVUPS     (SI)(DI*2), Z20
+	VMOVUPS     (R8)(DI*1), Z21
 	MOVQ        32(SP), R10
 	SUBQ        R9, R10
 	SHRQ        $0x01, R10
@@ -78941,78 +77550,416 @@ scores_rows4_pass3_dims:
 	VPANDD      Z23, Z26, Z26
 	VPORD       Z24, Z26, Z26
 	VSUBPS      Z25, Z26, Z26
-	VMULPS.BCST 1264(AX)(R10*1), Z26, Z26
-	VFMADD231PS Z26, Z16, Z0
-	VFMADD231PS Z26, Z17, Z1
-	VFMADD231PS Z26, Z18, Z2
-	VFMADD231PS Z26, Z19, Z3
+	VMULPS.BCST 1232(AX)(R10*1), Z26, Z26
+	VFMADD231PS Z26, Z18, Z0
+	VFMADD231PS Z26, Z19, Z1
+	VFMADD231PS Z26, Z20, Z4
+	VFMADD231PS Z26, Z21, Z5
 	VPMOVZXBD   (DX)(CX*1), Z26
 	VPANDD      Z23, Z26, Z26
 	VPORD       Z24, Z26, Z26
 	VSUBPS      Z25, Z26, Z26
-	VMULPS.BCST 1268(AX)(R10*1), Z26, Z26
-	VFMADD231PS Z26, Z16, Z4
-	VFMADD231PS Z26, Z17, Z5
+	VMULPS.BCST 1236(AX)(R10*1), Z26, Z26
 	VFMADD231PS Z26, Z18, Z6
 	VFMADD231PS Z26, Z19, Z7
+	VFMADD231PS Z26, Z20, Z8
+	VFMADD231PS Z26, Z21, Z9
 	VPMOVZXBD   (DX)(CX*2), Z26
 	VPANDD      Z23, Z26, Z26
 	VPORD       Z24, Z26, Z26
 	VSUBPS      Z25, Z26, Z26
-	VMULPS.BCST 1272(AX)(R10*1), Z26, Z26
-	VFMADD231PS Z26, Z16, Z8
-	VFMADD231PS Z26, Z17, Z9
+	VMULPS.BCST 1240(AX)(R10*1), Z26, Z26
 	VFMADD231PS Z26, Z18, Z10
 	VFMADD231PS Z26, Z19, Z11
+	VFMADD231PS Z26, Z20, Z12
+	VFMADD231PS Z26, Z21, Z13
 	VPMOVZXBD   (DX)(BX*1), Z26
 	VPANDD      Z23, Z26, Z26
 	VPORD       Z24, Z26, Z26
 	VSUBPS      Z25, Z26, Z26
-	VMULPS.BCST 1276(AX)(R10*1), Z26, Z26
-	VFMADD231PS Z26, Z16, Z12
-	VFMADD231PS Z26, Z17, Z13
+	VMULPS.BCST 1244(AX)(R10*1), Z26, Z26
 	VFMADD231PS Z26, Z18, Z14
 	VFMADD231PS Z26, Z19, Z15
-	VMOVUPS     64(SI), Z16
-	VMOVUPS     64(SI)(DI*1), Z17
-	VMOVUPS     64(SI)(DI*2), Z18
-	VMOVUPS     64(R8)(DI*1), Z19
+	VFMADD231PS Z26, Z20, Z16
+	VFMADD231PS Z26, Z21, Z17
+	VMOVUPS     64(SI), Z18
+	VMOVUPS     64(SI)(DI*1), Z19
+	VMOVUPS     64(SI)(DI*2), Z20
+	VMOVUPS     64(R8)(DI*1), Z21
 	VPMOVZXBD   (DX), Z26
 	VPSRLD      $0x04, Z26, Z26
 	VPORD       Z24, Z26, Z26
 	VSUBPS      Z25, Z26, Z26
-	VMULPS.BCST 1264(AX)(R10*1), Z26, Z26
-	VFMADD231PS Z26, Z16, Z0
-	VFMADD231PS Z26, Z17, Z1
-	VFMADD231PS Z26, Z18, Z2
-	VFMADD231PS Z26, Z19, Z3
+	VMULPS.BCST 1232(AX)(R10*1), Z26, Z26
+	VFMADD231PS Z26, Z18, Z0
+	VFMADD231PS Z26, Z19, Z1
+	VFMADD231PS Z26, Z20, Z4
+	VFMADD231PS Z26, Z21, Z5
 	VPMOVZXBD   (DX)(CX*1), Z26
 	VPSRLD      $0x04, Z26, Z26
 	VPORD       Z24, Z26, Z26
 	VSUBPS      Z25, Z26, Z26
-	VMULPS.BCST 1268(AX)(R10*1), Z26, Z26
-	VFMADD231PS Z26, Z16, Z4
-	VFMADD231PS Z26, Z17, Z5
+	VMULPS.BCST 1236(AX)(R10*1), Z26, Z26
 	VFMADD231PS Z26, Z18, Z6
 	VFMADD231PS Z26, Z19, Z7
+	VFMADD231PS Z26, Z20, Z8
+	VFMADD231PS Z26, Z21, Z9
 	VPMOVZXBD   (DX)(CX*2), Z26
 	VPSRLD      $0x04, Z26, Z26
 	VPORD       Z24, Z26, Z26
 	VSUBPS      Z25, Z26, Z26
-	VMULPS.BCST 1272(AX)(R10*1), Z26, Z26
-	VFMADD231PS Z26, Z16, Z8
-	VFMADD231PS Z26, Z17, Z9
+	VMULPS.BCST 1240(AX)(R10*1), Z26, Z26
 	VFMADD231PS Z26, Z18, Z10
 	VFMADD231PS Z26, Z19, Z11
+	VFMADD231PS Z26, Z20, Z12
+	VFMADD231PS Z26, Z21, Z13
 	VPMOVZXBD   (DX)(BX*1), Z26
 	VPSRLD      $0x04, Z26, Z26
 	VPORD       Z24, Z26, Z26
 	VSUBPS      Z25, Z26, Z26
-	VMULPS.BCST 1276(AX)(R10*1), Z26, Z26
-	VFMADD231PS Z26, Z16, Z12
-	VFMADD231PS Z26, Z17, Z13
+	VMULPS.BCST 1244(AX)(R10*1), Z26, Z26
 	VFMADD231PS Z26, Z18, Z14
 	VFMADD231PS Z26, Z19, Z15
+	VFMADD231PS Z26, Z20, Z16
+	VFMADD231PS Z26, Z21, Z17
+	ADDQ        $0x80, SI
+	ADDQ        $0x80, R8
+	ADDQ        $0x10, DX
+	SUBQ        $0x02, R9
+	JNZ         scores_rows4_pass1_dims
+
+scores_rows4_pass1_last_dims:
+	VSHUFF32X4 $0xee, Z1, Z0, Z18
+	VSHUFF32X4 $0x44, Z1, Z0, Z0
+	VADDPS     Z18, Z0, Z0
+	VSHUFF32X4 $0xee, Z5, Z4, Z1
+	VSHUFF32X4 $0x44, Z5, Z4, Z4
+	VADDPS     Z1, Z4, Z4
+	VSHUFF32X4 $0xee, Z7, Z6, Z1
+	VSHUFF32X4 $0x44, Z7, Z6, Z6
+	VADDPS     Z1, Z6, Z6
+	VSHUFF32X4 $0xee, Z9, Z8, Z1
+	VSHUFF32X4 $0x44, Z9, Z8, Z8
+	VADDPS     Z1, Z8, Z8
+	VSHUFF32X4 $0xee, Z11, Z10, Z1
+	VSHUFF32X4 $0x44, Z11, Z10, Z10
+	VADDPS     Z1, Z10, Z10
+	VSHUFF32X4 $0xee, Z13, Z12, Z1
+	VSHUFF32X4 $0x44, Z13, Z12, Z12
+	VADDPS     Z1, Z12, Z12
+	VSHUFF32X4 $0xee, Z15, Z14, Z1
+	VSHUFF32X4 $0x44, Z15, Z14, Z14
+	VADDPS     Z1, Z14, Z14
+	VSHUFF32X4 $0xee, Z17, Z16, Z1
+	VSHUFF32X4 $0x44, Z17, Z16, Z16
+	VADDPS     Z1, Z16, Z16
+	VSHUFF32X4 $0xdd, Z4, Z0, Z1
+	VSHUFF32X4 $0x88, Z4, Z0, Z0
+	VADDPS     Z1, Z0, Z0
+	VSHUFF32X4 $0xdd, Z8, Z6, Z1
+	VSHUFF32X4 $0x88, Z8, Z6, Z6
+	VADDPS     Z1, Z6, Z6
+	VSHUFF32X4 $0xdd, Z12, Z10, Z1
+	VSHUFF32X4 $0x88, Z12, Z10, Z10
+	VADDPS     Z1, Z10, Z10
+	VSHUFF32X4 $0xdd, Z16, Z14, Z1
+	VSHUFF32X4 $0x88, Z16, Z14, Z14
+	VADDPS     Z1, Z14, Z14
+	VSHUFPS    $0xee, Z6, Z0, Z1
+	VSHUFPS    $0x44, Z6, Z0, Z0
+	VADDPS     Z1, Z0, Z0
+	VSHUFPS    $0xee, Z14, Z10, Z1
+	VSHUFPS    $0x44, Z14, Z10, Z10
+	VADDPS     Z1, Z10, Z10
+	VSHUFPS    $0xdd, Z10, Z0, Z1
+	VSHUFPS    $0x88, Z10, Z0, Z0
+	VADDPS     Z1, Z0, Z0
+	VMOVUPS    Z0, Z23
+	VMOVUPS    constsAVX512<>+2048(SB), Z0
+	VMOVUPS    constsAVX512<>+2048(SB), Z1
+	VMOVUPS    constsAVX512<>+2048(SB), Z4
+	VMOVUPS    constsAVX512<>+2048(SB), Z5
+	VMOVUPS    constsAVX512<>+2048(SB), Z6
+	VMOVUPS    constsAVX512<>+2048(SB), Z7
+	VMOVUPS    constsAVX512<>+2048(SB), Z8
+	VMOVUPS    constsAVX512<>+2048(SB), Z9
+	VMOVUPS    constsAVX512<>+2048(SB), Z10
+	VMOVUPS    constsAVX512<>+2048(SB), Z11
+	VMOVUPS    constsAVX512<>+2048(SB), Z12
+	VMOVUPS    constsAVX512<>+2048(SB), Z13
+	VMOVUPS    constsAVX512<>+2048(SB), Z14
+	VMOVUPS    constsAVX512<>+2048(SB), Z15
+	VMOVUPS    constsAVX512<>+2048(SB), Z16
+	VMOVUPS    constsAVX512<>+2048(SB), Z17
+	MOVQ       48(SP), CX
+	MOVQ       (SP), DX
+	IMUL3Q     $0x08, CX, BX
+	ADDQ       BX, DX
+	LEAQ       (CX)(CX*2), BX
+	MOVQ       96(SP), SI
+	MOVQ       40(SP), DI
+	LEAQ       (SI)(DI*2), R8
+	VMOVDQU32  constsAVX512<>+2368(SB), Z24
+	VMOVDQU32  constsAVX512<>+2816(SB), Z25
+	VMOVDQU32  constsAVX512<>+2880(SB), Z26
+	MOVQ       32(SP), R9
+	TESTQ      R9, R9
+	JZ         scores_rows4_pass2_last_dims
+
+scores_rows4_pass2_dims:
+	VMOVUPS     (SI), Z18
+	VMOVUPS     (SI)(DI*1), Z19
+	VMOVUPS     (SI)(DI*2), Z20
+	VMOVUPS     (R8)(DI*1), Z21
+	MOVQ        32(SP), R10
+	SUBQ        R9, R10
+	SHRQ        $0x01, R10
+	SHLQ        $0x06, R10
+	VPMOVZXBD   (DX), Z27
+	VPANDD      Z24, Z27, Z27
+	VPORD       Z25, Z27, Z27
+	VSUBPS      Z26, Z27, Z27
+	VMULPS.BCST 1248(AX)(R10*1), Z27, Z27
+	VFMADD231PS Z27, Z18, Z0
+	VFMADD231PS Z27, Z19, Z1
+	VFMADD231PS Z27, Z20, Z4
+	VFMADD231PS Z27, Z21, Z5
+	VPMOVZXBD   (DX)(CX*1), Z27
+	VPANDD      Z24, Z27, Z27
+	VPORD       Z25, Z27, Z27
+	VSUBPS      Z26, Z27, Z27
+	VMULPS.BCST 1252(AX)(R10*1), Z27, Z27
+	VFMADD231PS Z27, Z18, Z6
+	VFMADD231PS Z27, Z19, Z7
+	VFMADD231PS Z27, Z20, Z8
+	VFMADD231PS Z27, Z21, Z9
+	VPMOVZXBD   (DX)(CX*2), Z27
+	VPANDD      Z24, Z27, Z27
+	VPORD       Z25, Z27, Z27
+	VSUBPS      Z26, Z27, Z27
+	VMULPS.BCST 1256(AX)(R10*1), Z27, Z27
+	VFMADD231PS Z27, Z18, Z10
+	VFMADD231PS Z27, Z19, Z11
+	VFMADD231PS Z27, Z20, Z12
+	VFMADD231PS Z27, Z21, Z13
+	VPMOVZXBD   (DX)(BX*1), Z27
+	VPANDD      Z24, Z27, Z27
+	VPORD       Z25, Z27, Z27
+	VSUBPS      Z26, Z27, Z27
+	VMULPS.BCST 1260(AX)(R10*1), Z27, Z27
+	VFMADD231PS Z27, Z18, Z14
+	VFMADD231PS Z27, Z19, Z15
+	VFMADD231PS Z27, Z20, Z16
+	VFMADD231PS Z27, Z21, Z17
+	VMOVUPS     64(SI), Z18
+	VMOVUPS     64(SI)(DI*1), Z19
+	VMOVUPS     64(SI)(DI*2), Z20
+	VMOVUPS     64(R8)(DI*1), Z21
+	VPMOVZXBD   (DX), Z27
+	VPSRLD      $0x04, Z27, Z27
+	VPORD       Z25, Z27, Z27
+	VSUBPS      Z26, Z27, Z27
+	VMULPS.BCST 1248(AX)(R10*1), Z27, Z27
+	VFMADD231PS Z27, Z18, Z0
+	VFMADD231PS Z27, Z19, Z1
+	VFMADD231PS Z27, Z20, Z4
+	VFMADD231PS Z27, Z21, Z5
+	VPMOVZXBD   (DX)(CX*1), Z27
+	VPSRLD      $0x04, Z27, Z27
+	VPORD       Z25, Z27, Z27
+	VSUBPS      Z26, Z27, Z27
+	VMULPS.BCST 1252(AX)(R10*1), Z27, Z27
+	VFMADD231PS Z27, Z18, Z6
+	VFMADD231PS Z27, Z19, Z7
+	VFMADD231PS Z27, Z20, Z8
+	VFMADD231PS Z27, Z21, Z9
+	VPMOVZXBD   (DX)(CX*2), Z27
+	VPSRLD      $0x04, Z27, Z27
+	VPORD       Z25, Z27, Z27
+	VSUBPS      Z26, Z27, Z27
+	VMULPS.BCST 1256(AX)(R10*1), Z27, Z27
+	VFMADD231PS Z27, Z18, Z10
+	VFMADD231PS Z27, Z19, Z11
+	VFMADD231PS Z27, Z20, Z12
+	VFMADD231PS Z27, Z21, Z13
+	VPMOVZXBD   (DX)(BX*1), Z27
+	VPSRLD      $0x04, Z27, Z27
+	VPORD       Z25, Z27, Z27
+	VSUBPS      Z26, Z27, Z27
+	VMULPS.BCST 1260(AX)(R10*1), Z27, Z27
+	VFMADD231PS Z27, Z18, Z14
+	VFMADD231PS Z27, Z19, Z15
+	VFMADD231PS Z27, Z20, Z16
+	VFMADD231PS Z27, Z21, Z17
+	ADDQ        $0x80, SI
+	ADDQ        $0x80, R8
+	ADDQ        $0x10, DX
+	SUBQ        $0x02, R9
+	JNZ         scores_rows4_pass2_dims
+
+scores_rows4_pass2_last_dims:
+	VSHUFF32X4 $0xee, Z1, Z0, Z18
+	VSHUFF32X4 $0x44, Z1, Z0, Z0
+	VADDPS     Z18, Z0, Z0
+	VSHUFF32X4 $0xee, Z5, Z4, Z1
+	VSHUFF32X4 $0x44, Z5, Z4, Z4
+	VADDPS     Z1, Z4, Z4
+	VSHUFF32X4 $0xee, Z7, Z6, Z1
+	VSHUFF32X4 $0x44, Z7, Z6, Z6
+	VADDPS     Z1, Z6, Z6
+	VSHUFF32X4 $0xee, Z9, Z8, Z1
+	VSHUFF32X4 $0x44, Z9, Z8, Z8
+	VADDPS     Z1, Z8, Z8
+	VSHUFF32X4 $0xee, Z11, Z10, Z1
+	VSHUFF32X4 $0x44, Z11, Z10, Z10
+	VADDPS     Z1, Z10, Z10
+	VSHUFF32X4 $0xee, Z13, Z12, Z1
+	VSHUFF32X4 $0x44, Z13, Z12, Z12
+	VADDPS     Z1, Z12, Z12
+	VSHUFF32X4 $0xee, Z15, Z14, Z1
+	VSHUFF32X4 $0x44, Z15, Z14, Z14
+	VADDPS     Z1, Z14, Z14
+	VSHUFF32X4 $0xee, Z17, Z16, Z1
+	VSHUFF32X4 $0x44, Z17, Z16, Z16
+	VADDPS     Z1, Z16, Z16
+	VSHUFF32X4 $0xdd, Z4, Z0, Z1
+	VSHUFF32X4 $0x88, Z4, Z0, Z0
+	VADDPS     Z1, Z0, Z0
+	VSHUFF32X4 $0xdd, Z8, Z6, Z1
+	VSHUFF32X4 $0x88, Z8, Z6, Z6
+	VADDPS     Z1, Z6, Z6
+	VSHUFF32X4 $0xdd, Z12, Z10, Z1
+	VSHUFF32X4 $0x88, Z12, Z10, Z10
+	VADDPS     Z1, Z10, Z10
+	VSHUFF32X4 $0xdd, Z16, Z14, Z1
+	VSHUFF32X4 $0x88, Z16, Z14, Z14
+	VADDPS     Z1, Z14, Z14
+	VSHUFPS    $0xee, Z6, Z0, Z1
+	VSHUFPS    $0x44, Z6, Z0, Z0
+	VADDPS     Z1, Z0, Z0
+	VSHUFPS    $0xee, Z14, Z10, Z1
+	VSHUFPS    $0x44, Z14, Z10, Z10
+	VADDPS     Z1, Z10, Z10
+	VSHUFPS    $0xdd, Z10, Z0, Z1
+	VSHUFPS    $0x88, Z10, Z0, Z0
+	VADDPS     Z1, Z0, Z0
+	VMOVUPS    Z0, Z24
+	VMOVUPS    constsAVX512<>+2048(SB), Z0
+	VMOVUPS    constsAVX512<>+2048(SB), Z1
+	VMOVUPS    constsAVX512<>+2048(SB), Z4
+	VMOVUPS    constsAVX512<>+2048(SB), Z5
+	VMOVUPS    constsAVX512<>+2048(SB), Z6
+	VMOVUPS    constsAVX512<>+2048(SB), Z7
+	VMOVUPS    constsAVX512<>+2048(SB), Z8
+	VMOVUPS    constsAVX512<>+2048(SB), Z9
+	VMOVUPS    constsAVX512<>+2048(SB), Z10
+	VMOVUPS    constsAVX512<>+2048(SB), Z11
+	VMOVUPS    constsAVX512<>+2048(SB), Z12
+	VMOVUPS    constsAVX512<>+2048(SB), Z13
+	VMOVUPS    constsAVX512<>+2048(SB), Z14
+	VMOVUPS    constsAVX512<>+2048(SB), Z15
+	VMOVUPS    constsAVX512<>+2048(SB), Z16
+	VMOVUPS    constsAVX512<>+2048(SB), Z17
+	MOVQ       48(SP), CX
+	MOVQ       (SP), DX
+	IMUL3Q     $0x0c, CX, BX
+	ADDQ       BX, DX
+	LEAQ       (CX)(CX*2), BX
+	MOVQ       96(SP), SI
+	MOVQ       40(SP), DI
+	LEAQ       (SI)(DI*2), R8
+	VMOVDQU32  constsAVX512<>+2368(SB), Z25
+	VMOVDQU32  constsAVX512<>+2816(SB), Z26
+	VMOVDQU32  constsAVX512<>+2880(SB), Z27
+	MOVQ       32(SP), R9
+	TESTQ      R9, R9
+	JZ         scores_rows4_pass3_last_dims
+
+scores_rows4_pass3_dims:
+	VMOVUPS     (SI), Z18
+	VMOVUPS     (SI)(DI*1), Z19
+	VMOVUPS     (SI)(DI*2), Z20
+	VMOVUPS     (R8)(DI*1), Z21
+	MOVQ        32(SP), R10
+	SUBQ        R9, R10
+	SHRQ        $0x01, R10
+	SHLQ        $0x06, R10
+	VPMOVZXBD   (DX), Z28
+	VPANDD      Z25, Z28, Z28
+	VPORD       Z26, Z28, Z28
+	VSUBPS      Z27, Z28, Z28
+	VMULPS.BCST 1264(AX)(R10*1), Z28, Z28
+	VFMADD231PS Z28, Z18, Z0
+	VFMADD231PS Z28, Z19, Z1
+	VFMADD231PS Z28, Z20, Z4
+	VFMADD231PS Z28, Z21, Z5
+	VPMOVZXBD   (DX)(CX*1), Z28
+	VPANDD      Z25, Z28, Z28
+	VPORD       Z26, Z28, Z28
+	VSUBPS      Z27, Z28, Z28
+	VMULPS.BCST 1268(AX)(R10*1), Z28, Z28
+	VFMADD231PS Z28, Z18, Z6
+	VFMADD231PS Z28, Z19, Z7
+	VFMADD231PS Z28, Z20, Z8
+	VFMADD231PS Z28, Z21, Z9
+	VPMOVZXBD   (DX)(CX*2), Z28
+	VPANDD      Z25, Z28, Z28
+	VPORD       Z26, Z28, Z28
+	VSUBPS      Z27, Z28, Z28
+	VMULPS.BCST 1272(AX)(R10*1), Z28, Z28
+	VFMADD231PS Z28, Z18, Z10
+	VFMADD231PS Z28, Z19, Z11
+	VFMADD231PS Z28, Z20, Z12
+	VFMADD231PS Z28, Z21, Z13
+	VPMOVZXBD   (DX)(BX*1), Z28
+	VPANDD      Z25, Z28, Z28
+	VPORD       Z26, Z28, Z28
+	VSUBPS      Z27, Z28, Z28
+	VMULPS.BCST 1276(AX)(R10*1), Z28, Z28
+	VFMADD231PS Z28, Z18, Z14
+	VFMADD231PS Z28, Z19, Z15
+	VFMADD231PS Z28, Z20, Z16
+	VFMADD231PS Z28, Z21, Z17
+	VMOVUPS     64(SI), Z18
+	VMOVUPS     64(SI)(DI*1), Z19
+	VMOVUPS     64(SI)(DI*2), Z20
+	VMOVUPS     64(R8)(DI*1), Z21
+	VPMOVZXBD   (DX), Z28
+	VPSRLD      $0x04, Z28, Z28
+	VPORD       Z26, Z28, Z28
+	VSUBPS      Z27, Z28, Z28
+	VMULPS.BCST 1264(AX)(R10*1), Z28, Z28
+	VFMADD231PS Z28, Z18, Z0
+	VFMADD231PS Z28, Z19, Z1
+	VFMADD231PS Z28, Z20, Z4
+	VFMADD231PS Z28, Z21, Z5
+	VPMOVZXBD   (DX)(CX*1), Z28
+	VPSRLD      $0x04, Z28, Z28
+	VPORD       Z26, Z28, Z28
+	VSUBPS      Z27, Z28, Z28
+	VMULPS.BCST 1268(AX)(R10*1), Z28, Z28
+	VFMADD231PS Z28, Z18, Z6
+	VFMADD231PS Z28, Z19, Z7
+	VFMADD231PS Z28, Z20, Z8
+	VFMADD231PS Z28, Z21, Z9
+	VPMOVZXBD   (DX)(CX*2), Z28
+	VPSRLD      $0x04, Z28, Z28
+	VPORD       Z26, Z28, Z28
+	VSUBPS      Z27, Z28, Z28
+	VMULPS.BCST 1272(AX)(R10*1), Z28, Z28
+	VFMADD231PS Z28, Z18, Z10
+	VFMADD231PS Z28, Z19, Z11
+	VFMADD231PS Z28, Z20, Z12
+	VFMADD231PS Z28, Z21, Z13
+	VPMOVZXBD   (DX)(BX*1), Z28
+	VPSRLD      $0x04, Z28, Z28
+	VPORD       Z26, Z28, Z28
+	VSUBPS      Z27, Z28, Z28
+	VMULPS.BCST 1276(AX)(R10*1), Z28, Z28
+	VFMADD231PS Z28, Z18, Z14
+	VFMADD231PS Z28, Z19, Z15
+	VFMADD231PS Z28, Z20, Z16
+	VFMADD231PS Z28, Z21, Z17
 	ADDQ        $0x80, SI
 	ADDQ        $0x80, R8
 	ADDQ        $0x10, DX
@@ -79020,12 +77967,9 @@ scores_rows4_pass3_dims:
 	JNZ         scores_rows4_pass3_dims
 
 scores_rows4_pass3_last_dims:
-	VSHUFF32X4   $0xee, Z1, Z0, Z16
+	VSHUFF32X4   $0xee, Z1, Z0, Z18
 	VSHUFF32X4   $0x44, Z1, Z0, Z0
-	VADDPS       Z16, Z0, Z0
-	VSHUFF32X4   $0xee, Z3, Z2, Z1
-	VSHUFF32X4   $0x44, Z3, Z2, Z2
-	VADDPS       Z1, Z2, Z2
+	VADDPS       Z18, Z0, Z0
 	VSHUFF32X4   $0xee, Z5, Z4, Z1
 	VSHUFF32X4   $0x44, Z5, Z4, Z4
 	VADDPS       Z1, Z4, Z4
@@ -79044,117 +77988,59 @@ scores_rows4_pass3_last_dims:
 	VSHUFF32X4   $0xee, Z15, Z14, Z1
 	VSHUFF32X4   $0x44, Z15, Z14, Z14
 	VADDPS       Z1, Z14, Z14
-	VSHUFF32X4   $0xdd, Z2, Z0, Z1
-	VSHUFF32X4   $0x88, Z2, Z0, Z0
+	VSHUFF32X4   $0xee, Z17, Z16, Z1
+	VSHUFF32X4   $0x44, Z17, Z16, Z16
+	VADDPS       Z1, Z16, Z16
+	VSHUFF32X4   $0xdd, Z4, Z0, Z1
+	VSHUFF32X4   $0x88, Z4, Z0, Z0
 	VADDPS       Z1, Z0, Z0
-	VSHUFF32X4   $0xdd, Z6, Z4, Z1
-	VSHUFF32X4   $0x88, Z6, Z4, Z4
-	VADDPS       Z1, Z4, Z4
-	VSHUFF32X4   $0xdd, Z10, Z8, Z1
-	VSHUFF32X4   $0x88, Z10, Z8, Z8
-	VADDPS       Z1, Z8, Z8
-	VSHUFF32X4   $0xdd, Z14, Z12, Z1
-	VSHUFF32X4   $0x88, Z14, Z12, Z12
-	VADDPS       Z1, Z12, Z12
-	VSHUFPS      $0xee, Z4, Z0, Z1
-	VSHUFPS      $0x44, Z4, Z0, Z0
+	VSHUFF32X4   $0xdd, Z8, Z6, Z1
+	VSHUFF32X4   $0x88, Z8, Z6, Z6
+	VADDPS       Z1, Z6, Z6
+	VSHUFF32X4   $0xdd, Z12, Z10, Z1
+	VSHUFF32X4   $0x88, Z12, Z10, Z10
+	VADDPS       Z1, Z10, Z10
+	VSHUFF32X4   $0xdd, Z16, Z14, Z1
+	VSHUFF32X4   $0x88, Z16, Z14, Z14
+	VADDPS       Z1, Z14, Z14
+	VSHUFPS      $0xee, Z6, Z0, Z1
+	VSHUFPS      $0x44, Z6, Z0, Z0
 	VADDPS       Z1, Z0, Z0
-	VSHUFPS      $0xee, Z12, Z8, Z1
-	VSHUFPS      $0x44, Z12, Z8, Z8
-	VADDPS       Z1, Z8, Z8
-	VSHUFPS      $0xdd, Z8, Z0, Z1
-	VSHUFPS      $0x88, Z8, Z0, Z0
+	VSHUFPS      $0xee, Z14, Z10, Z1
+	VSHUFPS      $0x44, Z14, Z10, Z10
+	VADDPS       Z1, Z10, Z10
+	VSHUFPS      $0xdd, Z10, Z0, Z1
+	VSHUFPS      $0x88, Z10, Z0, Z0
 	VADDPS       Z1, Z0, Z0
 	VMOVUPS      Z0, Z0
-	VSHUFF32X4   $0x44, Z21, Z20, Z1
-	VSHUFF32X4   $0xee, Z21, Z20, Z2
-	VSHUFF32X4   $0x44, Z0, Z22, Z3
-	VSHUFF32X4   $0xee, Z0, Z22, Z0
-	VSHUFF32X4   $0x88, Z3, Z1, Z4
-	VSHUFF32X4   $0xdd, Z3, Z1, Z1
-	VSHUFF32X4   $0x88, Z0, Z2, Z3
-	VSHUFF32X4   $0xdd, Z0, Z2, Z0
+	VSHUFF32X4   $0x44, Z23, Z22, Z1
+	VSHUFF32X4   $0xee, Z23, Z22, Z4
+	VSHUFF32X4   $0x44, Z0, Z24, Z5
+	VSHUFF32X4   $0xee, Z0, Z24, Z0
+	VSHUFF32X4   $0x88, Z5, Z1, Z6
+	VSHUFF32X4   $0xdd, Z5, Z1, Z1
+	VSHUFF32X4   $0x88, Z0, Z4, Z5
+	VSHUFF32X4   $0xdd, Z0, Z4, Z0
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
 	JZ           scores_rows4_row0_noalibi
 	MOVQ         88(SP), DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX512<>+2048(SB), Z2
-	VCVTSI2SSQ   BX, X2, X2
+	VMOVUPS      constsAVX512<>+2048(SB), Z4
+	VCVTSI2SSQ   BX, X4, X4
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
-	VADDSS       (BX)(DX*4), X2, X2
-	VBROADCASTSS X2, Z2
-	VADDPS       iotaAVX512<>+0(SB), Z2, Z2
-	VBROADCASTSS (CX)(DX*4), Z5
-	VMULPS       Z5, Z2, Z2
-	VADDPS       Z2, Z4, Z4
+	VADDSS       (BX)(DX*4), X4, X4
+	VBROADCASTSS X4, Z4
+	VADDPS       iotaAVX512<>+0(SB), Z4, Z4
+	VBROADCASTSS (CX)(DX*4), Z7
+	VMULPS       Z7, Z4, Z4
+	VADDPS       Z4, Z6, Z6
 
 scores_rows4_row0_noalibi:
-	VMOVUPS      constsAVX512<>+1344(SB), Z2
-	VBLENDMPS    Z2, Z4, K2, Z4
-	MOVQ         88(SP), CX
-	MOVQ         m+96(FP), DX
-	MOVQ         l+104(FP), BX
-	VMOVUPS      Z4, Z2
-	VSHUFF32X4   $0x4e, Z2, Z2, Z5
-	VMAXPS       Z5, Z2, Z2
-	VSHUFF32X4   $0xb1, Z2, Z2, Z5
-	VMAXPS       Z5, Z2, Z2
-	VPERMILPS    $0x4e, Z2, Z5
-	VMAXPS       Z5, Z2, Z2
-	VPERMILPS    $0xb1, Z2, Z5
-	VMAXPS       Z5, Z2, Z2
-	VBROADCASTSS (DX)(CX*4), Z5
-	VMAXPS       Z2, Z5, Z2
-	VMAXPS       constsAVX512<>+1280(SB), Z2, Z6
-	VSUBPS       Z6, Z4, Z4
-	VCMPPS       $0x15, constsAVX512<>+768(SB), Z4, K3
-	VMULPS       constsAVX512<>+128(SB), Z4, Z4
-	VADDPS       constsAVX512<>+832(SB), Z4, Z7
-	VSUBPS       constsAVX512<>+832(SB), Z7, Z8
-	VSUBPS       Z8, Z4, Z4
-	VMOVUPS      constsAVX512<>+896(SB), Z8
-	VFMADD213PS  constsAVX512<>+960(SB), Z4, Z8
-	VFMADD213PS  constsAVX512<>+1024(SB), Z4, Z8
-	VFMADD213PS  constsAVX512<>+1088(SB), Z4, Z8
-	VFMADD213PS  constsAVX512<>+1152(SB), Z4, Z8
-	VFMADD213PS  constsAVX512<>+1216(SB), Z4, Z8
-	VFMADD213PS  constsAVX512<>+704(SB), Z4, Z8
-	VPSLLD       $0x17, Z7, Z7
-	VPADDD.Z     Z7, Z8, K3, Z8
-	MOVQ         CX, SI
-	SHLQ         $0x06, SI
-	VMOVUPS      Z8, (AX)(SI*1)
-	VSHUFF32X4   $0x4e, Z8, Z8, Z4
-	VADDPS       Z4, Z8, Z8
-	VSHUFF32X4   $0xb1, Z8, Z8, Z4
-	VADDPS       Z4, Z8, Z8
-	VPERMILPS    $0x4e, Z8, Z4
-	VADDPS       Z4, Z8, Z8
-	VPERMILPS    $0xb1, Z8, Z4
-	VADDPS       Z4, Z8, Z8
-	VSUBPS       Z6, Z5, Z5
-	VCMPPS       $0x15, constsAVX512<>+768(SB), Z5, K3
-	VMULPS       constsAVX512<>+128(SB), Z5, Z5
-	VADDPS       constsAVX512<>+832(SB), Z5, Z4
-	VSUBPS       constsAVX512<>+832(SB), Z4, Z6
-	VSUBPS       Z6, Z5, Z5
-	VMOVUPS      constsAVX512<>+896(SB), Z6
-	VFMADD213PS  constsAVX512<>+960(SB), Z5, Z6
-	VFMADD213PS  constsAVX512<>+1024(SB), Z5, Z6
-	VFMADD213PS  constsAVX512<>+1088(SB), Z5, Z6
-	VFMADD213PS  constsAVX512<>+1152(SB), Z5, Z6
-	VFMADD213PS  constsAVX512<>+1216(SB), Z5, Z6
-	VFMADD213PS  constsAVX512<>+704(SB), Z5, Z6
-	VPSLLD       $0x17, Z4, Z4
-	VPADDD.Z     Z4, Z6, K3, Z6
-	VBROADCASTSS (BX)(CX*4), Z4
-	VFMADD213PS  Z8, Z6, Z4
-	VMOVSS       X4, (BX)(CX*4)
-	VMOVSS       X2, (DX)(CX*4)
-	VMOVSS       X6, 1024(AX)(CX*4)
+	VMOVUPS      constsAVX512<>+1344(SB), Z4
+	VBLENDMPS    Z4, Z6, K2, Z6
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
 	JZ           scores_rows4_row1_noalibi
@@ -79162,82 +78048,20 @@ scores_rows4_row0_noalibi:
 	ADDQ         $0x01, DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX512<>+2048(SB), Z2
-	VCVTSI2SSQ   BX, X2, X2
+	VMOVUPS      constsAVX512<>+2048(SB), Z4
+	VCVTSI2SSQ   BX, X4, X4
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
-	VADDSS       (BX)(DX*4), X2, X2
-	VBROADCASTSS X2, Z2
-	VADDPS       iotaAVX512<>+0(SB), Z2, Z2
-	VBROADCASTSS (CX)(DX*4), Z4
-	VMULPS       Z4, Z2, Z2
-	VADDPS       Z2, Z1, Z1
+	VADDSS       (BX)(DX*4), X4, X4
+	VBROADCASTSS X4, Z4
+	VADDPS       iotaAVX512<>+0(SB), Z4, Z4
+	VBROADCASTSS (CX)(DX*4), Z7
+	VMULPS       Z7, Z4, Z4
+	VADDPS       Z4, Z1, Z1
 
 scores_rows4_row1_noalibi:
-	VMOVUPS      constsAVX512<>+1344(SB), Z2
-	VBLENDMPS    Z2, Z1, K2, Z1
-	MOVQ         88(SP), CX
-	ADDQ         $0x01, CX
-	MOVQ         m+96(FP), DX
-	MOVQ         l+104(FP), BX
-	VMOVUPS      Z1, Z2
-	VSHUFF32X4   $0x4e, Z2, Z2, Z4
-	VMAXPS       Z4, Z2, Z2
-	VSHUFF32X4   $0xb1, Z2, Z2, Z4
-	VMAXPS       Z4, Z2, Z2
-	VPERMILPS    $0x4e, Z2, Z4
-	VMAXPS       Z4, Z2, Z2
-	VPERMILPS    $0xb1, Z2, Z4
-	VMAXPS       Z4, Z2, Z2
-	VBROADCASTSS (DX)(CX*4), Z4
-	VMAXPS       Z2, Z4, Z2
-	VMAXPS       constsAVX512<>+1280(SB), Z2, Z5
-	VSUBPS       Z5, Z1, Z1
-	VCMPPS       $0x15, constsAVX512<>+768(SB), Z1, K3
-	VMULPS       constsAVX512<>+128(SB), Z1, Z1
-	VADDPS       constsAVX512<>+832(SB), Z1, Z6
-	VSUBPS       constsAVX512<>+832(SB), Z6, Z7
-	VSUBPS       Z7, Z1, Z1
-	VMOVUPS      constsAVX512<>+896(SB), Z7
-	VFMADD213PS  constsAVX512<>+960(SB), Z1, Z7
-	VFMADD213PS  constsAVX512<>+1024(SB), Z1, Z7
-	VFMADD213PS  constsAVX512<>+1088(SB), Z1, Z7
-	VFMADD213PS  constsAVX512<>+1152(SB), Z1, Z7
-	VFMADD213PS  constsAVX512<>+1216(SB), Z1, Z7
-	VFMADD213PS  constsAVX512<>+704(SB), Z1, Z7
-	VPSLLD       $0x17, Z6, Z6
-	VPADDD.Z     Z6, Z7, K3, Z7
-	MOVQ         CX, SI
-	SHLQ         $0x06, SI
-	VMOVUPS      Z7, (AX)(SI*1)
-	VSHUFF32X4   $0x4e, Z7, Z7, Z1
-	VADDPS       Z1, Z7, Z7
-	VSHUFF32X4   $0xb1, Z7, Z7, Z1
-	VADDPS       Z1, Z7, Z7
-	VPERMILPS    $0x4e, Z7, Z1
-	VADDPS       Z1, Z7, Z7
-	VPERMILPS    $0xb1, Z7, Z1
-	VADDPS       Z1, Z7, Z7
-	VSUBPS       Z5, Z4, Z4
-	VCMPPS       $0x15, constsAVX512<>+768(SB), Z4, K3
-	VMULPS       constsAVX512<>+128(SB), Z4, Z4
-	VADDPS       constsAVX512<>+832(SB), Z4, Z1
-	VSUBPS       constsAVX512<>+832(SB), Z1, Z5
-	VSUBPS       Z5, Z4, Z4
-	VMOVUPS      constsAVX512<>+896(SB), Z5
-	VFMADD213PS  constsAVX512<>+960(SB), Z4, Z5
-	VFMADD213PS  constsAVX512<>+1024(SB), Z4, Z5
-	VFMADD213PS  constsAVX512<>+1088(SB), Z4, Z5
-	VFMADD213PS  constsAVX512<>+1152(SB), Z4, Z5
-	VFMADD213PS  constsAVX512<>+1216(SB), Z4, Z5
-	VFMADD213PS  constsAVX512<>+704(SB), Z4, Z5
-	VPSLLD       $0x17, Z1, Z1
-	VPADDD.Z     Z1, Z5, K3, Z5
-	VBROADCASTSS (BX)(CX*4), Z1
-	VFMADD213PS  Z7, Z5, Z1
-	VMOVSS       X1, (BX)(CX*4)
-	VMOVSS       X2, (DX)(CX*4)
-	VMOVSS       X5, 1024(AX)(CX*4)
+	VMOVUPS      constsAVX512<>+1344(SB), Z4
+	VBLENDMPS    Z4, Z1, K2, Z1
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
 	JZ           scores_rows4_row2_noalibi
@@ -79245,82 +78069,20 @@ scores_rows4_row1_noalibi:
 	ADDQ         $0x02, DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX512<>+2048(SB), Z1
-	VCVTSI2SSQ   BX, X1, X1
+	VMOVUPS      constsAVX512<>+2048(SB), Z4
+	VCVTSI2SSQ   BX, X4, X4
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
-	VADDSS       (BX)(DX*4), X1, X1
-	VBROADCASTSS X1, Z1
-	VADDPS       iotaAVX512<>+0(SB), Z1, Z1
-	VBROADCASTSS (CX)(DX*4), Z2
-	VMULPS       Z2, Z1, Z1
-	VADDPS       Z1, Z3, Z3
+	VADDSS       (BX)(DX*4), X4, X4
+	VBROADCASTSS X4, Z4
+	VADDPS       iotaAVX512<>+0(SB), Z4, Z4
+	VBROADCASTSS (CX)(DX*4), Z7
+	VMULPS       Z7, Z4, Z4
+	VADDPS       Z4, Z5, Z5
 
 scores_rows4_row2_noalibi:
-	VMOVUPS      constsAVX512<>+1344(SB), Z1
-	VBLENDMPS    Z1, Z3, K2, Z3
-	MOVQ         88(SP), CX
-	ADDQ         $0x02, CX
-	MOVQ         m+96(FP), DX
-	MOVQ         l+104(FP), BX
-	VMOVUPS      Z3, Z1
-	VSHUFF32X4   $0x4e, Z1, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VSHUFF32X4   $0xb1, Z1, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VPERMILPS    $0x4e, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VPERMILPS    $0xb1, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VBROADCASTSS (DX)(CX*4), Z2
-	VMAXPS       Z1, Z2, Z1
-	VMAXPS       constsAVX512<>+1280(SB), Z1, Z4
-	VSUBPS       Z4, Z3, Z3
-	VCMPPS       $0x15, constsAVX512<>+768(SB), Z3, K3
-	VMULPS       constsAVX512<>+128(SB), Z3, Z3
-	VADDPS       constsAVX512<>+832(SB), Z3, Z5
-	VSUBPS       constsAVX512<>+832(SB), Z5, Z6
-	VSUBPS       Z6, Z3, Z3
-	VMOVUPS      constsAVX512<>+896(SB), Z6
-	VFMADD213PS  constsAVX512<>+960(SB), Z3, Z6
-	VFMADD213PS  constsAVX512<>+1024(SB), Z3, Z6
-	VFMADD213PS  constsAVX512<>+1088(SB), Z3, Z6
-	VFMADD213PS  constsAVX512<>+1152(SB), Z3, Z6
-	VFMADD213PS  constsAVX512<>+1216(SB), Z3, Z6
-	VFMADD213PS  constsAVX512<>+704(SB), Z3, Z6
-	VPSLLD       $0x17, Z5, Z5
-	VPADDD.Z     Z5, Z6, K3, Z6
-	MOVQ         CX, SI
-	SHLQ         $0x06, SI
-	VMOVUPS      Z6, (AX)(SI*1)
-	VSHUFF32X4   $0x4e, Z6, Z6, Z3
-	VADDPS       Z3, Z6, Z6
-	VSHUFF32X4   $0xb1, Z6, Z6, Z3
-	VADDPS       Z3, Z6, Z6
-	VPERMILPS    $0x4e, Z6, Z3
-	VADDPS       Z3, Z6, Z6
-	VPERMILPS    $0xb1, Z6, Z3
-	VADDPS       Z3, Z6, Z6
-	VSUBPS       Z4, Z2, Z2
-	VCMPPS       $0x15, constsAVX512<>+768(SB), Z2, K3
-	VMULPS       constsAVX512<>+128(SB), Z2, Z2
-	VADDPS       constsAVX512<>+832(SB), Z2, Z3
-	VSUBPS       constsAVX512<>+832(SB), Z3, Z4
-	VSUBPS       Z4, Z2, Z2
-	VMOVUPS      constsAVX512<>+896(SB), Z4
-	VFMADD213PS  constsAVX512<>+960(SB), Z2, Z4
-	VFMADD213PS  constsAVX512<>+1024(SB), Z2, Z4
-	VFMADD213PS  constsAVX512<>+1088(SB), Z2, Z4
-	VFMADD213PS  constsAVX512<>+1152(SB), Z2, Z4
-	VFMADD213PS  constsAVX512<>+1216(SB), Z2, Z4
-	VFMADD213PS  constsAVX512<>+704(SB), Z2, Z4
-	VPSLLD       $0x17, Z3, Z3
-	VPADDD.Z     Z3, Z4, K3, Z4
-	VBROADCASTSS (BX)(CX*4), Z2
-	VFMADD213PS  Z6, Z4, Z2
-	VMOVSS       X2, (BX)(CX*4)
-	VMOVSS       X1, (DX)(CX*4)
-	VMOVSS       X4, 1024(AX)(CX*4)
+	VMOVUPS      constsAVX512<>+1344(SB), Z4
+	VBLENDMPS    Z4, Z5, K2, Z5
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
 	JZ           scores_rows4_row3_noalibi
@@ -79328,82 +78090,148 @@ scores_rows4_row2_noalibi:
 	ADDQ         $0x03, DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX512<>+2048(SB), Z1
-	VCVTSI2SSQ   BX, X1, X1
+	VMOVUPS      constsAVX512<>+2048(SB), Z4
+	VCVTSI2SSQ   BX, X4, X4
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
-	VADDSS       (BX)(DX*4), X1, X1
-	VBROADCASTSS X1, Z1
-	VADDPS       iotaAVX512<>+0(SB), Z1, Z1
-	VBROADCASTSS (CX)(DX*4), Z2
-	VMULPS       Z2, Z1, Z1
-	VADDPS       Z1, Z0, Z0
+	VADDSS       (BX)(DX*4), X4, X4
+	VBROADCASTSS X4, Z4
+	VADDPS       iotaAVX512<>+0(SB), Z4, Z4
+	VBROADCASTSS (CX)(DX*4), Z7
+	VMULPS       Z7, Z4, Z4
+	VADDPS       Z4, Z0, Z0
 
 scores_rows4_row3_noalibi:
-	VMOVUPS      constsAVX512<>+1344(SB), Z1
-	VBLENDMPS    Z1, Z0, K2, Z0
+	VMOVUPS      constsAVX512<>+1344(SB), Z4
+	VBLENDMPS    Z4, Z0, K2, Z0
 	MOVQ         88(SP), CX
-	ADDQ         $0x03, CX
 	MOVQ         m+96(FP), DX
 	MOVQ         l+104(FP), BX
-	VMOVUPS      Z0, Z1
-	VSHUFF32X4   $0x4e, Z1, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VSHUFF32X4   $0xb1, Z1, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VPERMILPS    $0x4e, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VPERMILPS    $0xb1, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VBROADCASTSS (DX)(CX*4), Z2
-	VMAXPS       Z1, Z2, Z1
-	VMAXPS       constsAVX512<>+1280(SB), Z1, Z3
-	VSUBPS       Z3, Z0, Z0
-	VCMPPS       $0x15, constsAVX512<>+768(SB), Z0, K3
+	VMOVUPS      blockFirstsAVX512<>+0(SB), Z4
+	VSHUFF32X4   $0x44, Z1, Z6, Z7
+	VSHUFF32X4   $0xee, Z1, Z6, Z8
+	VMAXPS       Z8, Z7, Z7
+	VSHUFF32X4   $0x44, Z0, Z5, Z8
+	VSHUFF32X4   $0xee, Z0, Z5, Z9
+	VMAXPS       Z9, Z8, Z8
+	VSHUFF32X4   $0x88, Z8, Z7, Z9
+	VSHUFF32X4   $0xdd, Z8, Z7, Z7
+	VMAXPS       Z7, Z9, Z9
+	VPERMILPS    $0x4e, Z9, Z7
+	VMAXPS       Z7, Z9, Z9
+	VPERMILPS    $0xb1, Z9, Z7
+	VMAXPS       Z7, Z9, Z9
+	VPERMPS      Z9, Z4, Z7
+	VMOVUPS      (DX)(CX*4), X3
+	VMAXPS       X7, X3, X7
+	VMAXPS       constsAVX512<>+1280(SB), X7, X2
+	VMOVUPS      X7, (DX)(CX*4)
+	VSUBPS       X2, X3, X3
+	VBROADCASTSS X2, Z7
+	VSUBPS       Z7, Z6, Z6
+	VPERMILPS    $0x55, X2, X7
+	VBROADCASTSS X7, Z7
+	VSUBPS       Z7, Z1, Z1
+	VPERMILPS    $0xaa, X2, X7
+	VBROADCASTSS X7, Z7
+	VSUBPS       Z7, Z5, Z5
+	VPERMILPS    $0xff, X2, X7
+	VBROADCASTSS X7, Z7
+	VSUBPS       Z7, Z0, Z0
+	VCMPPS       $0x15, constsAVX512<>+768(SB), Z6, K3
+	VMULPS       constsAVX512<>+128(SB), Z6, Z6
+	VADDPS       constsAVX512<>+832(SB), Z6, Z7
+	VCMPPS       $0x15, constsAVX512<>+768(SB), Z1, K4
+	VMULPS       constsAVX512<>+128(SB), Z1, Z1
+	VADDPS       constsAVX512<>+832(SB), Z1, Z8
+	VCMPPS       $0x15, constsAVX512<>+768(SB), Z5, K5
+	VMULPS       constsAVX512<>+128(SB), Z5, Z5
+	VADDPS       constsAVX512<>+832(SB), Z5, Z9
+	VCMPPS       $0x15, constsAVX512<>+768(SB), Z0, K6
 	VMULPS       constsAVX512<>+128(SB), Z0, Z0
-	VADDPS       constsAVX512<>+832(SB), Z0, Z4
-	VSUBPS       constsAVX512<>+832(SB), Z4, Z5
-	VSUBPS       Z5, Z0, Z0
-	VMOVUPS      constsAVX512<>+896(SB), Z5
-	VFMADD213PS  constsAVX512<>+960(SB), Z0, Z5
-	VFMADD213PS  constsAVX512<>+1024(SB), Z0, Z5
-	VFMADD213PS  constsAVX512<>+1088(SB), Z0, Z5
-	VFMADD213PS  constsAVX512<>+1152(SB), Z0, Z5
-	VFMADD213PS  constsAVX512<>+1216(SB), Z0, Z5
-	VFMADD213PS  constsAVX512<>+704(SB), Z0, Z5
-	VPSLLD       $0x17, Z4, Z4
-	VPADDD.Z     Z4, Z5, K3, Z5
-	MOVQ         CX, SI
-	SHLQ         $0x06, SI
-	VMOVUPS      Z5, (AX)(SI*1)
-	VSHUFF32X4   $0x4e, Z5, Z5, Z0
-	VADDPS       Z0, Z5, Z5
-	VSHUFF32X4   $0xb1, Z5, Z5, Z0
-	VADDPS       Z0, Z5, Z5
-	VPERMILPS    $0x4e, Z5, Z0
-	VADDPS       Z0, Z5, Z5
-	VPERMILPS    $0xb1, Z5, Z0
-	VADDPS       Z0, Z5, Z5
-	VSUBPS       Z3, Z2, Z2
-	VCMPPS       $0x15, constsAVX512<>+768(SB), Z2, K3
-	VMULPS       constsAVX512<>+128(SB), Z2, Z2
-	VADDPS       constsAVX512<>+832(SB), Z2, Z0
-	VSUBPS       constsAVX512<>+832(SB), Z0, Z3
-	VSUBPS       Z3, Z2, Z2
-	VMOVUPS      constsAVX512<>+896(SB), Z3
-	VFMADD213PS  constsAVX512<>+960(SB), Z2, Z3
-	VFMADD213PS  constsAVX512<>+1024(SB), Z2, Z3
-	VFMADD213PS  constsAVX512<>+1088(SB), Z2, Z3
-	VFMADD213PS  constsAVX512<>+1152(SB), Z2, Z3
-	VFMADD213PS  constsAVX512<>+1216(SB), Z2, Z3
-	VFMADD213PS  constsAVX512<>+704(SB), Z2, Z3
+	VADDPS       constsAVX512<>+832(SB), Z0, Z10
+	VSUBPS       constsAVX512<>+832(SB), Z7, Z11
+	VSUBPS       Z11, Z6, Z6
+	VSUBPS       constsAVX512<>+832(SB), Z8, Z11
+	VSUBPS       Z11, Z1, Z1
+	VSUBPS       constsAVX512<>+832(SB), Z9, Z11
+	VSUBPS       Z11, Z5, Z5
+	VSUBPS       constsAVX512<>+832(SB), Z10, Z11
+	VSUBPS       Z11, Z0, Z0
+	VMOVUPS      constsAVX512<>+896(SB), Z11
+	VMOVUPS      constsAVX512<>+896(SB), Z12
+	VMOVUPS      constsAVX512<>+896(SB), Z13
+	VMOVUPS      constsAVX512<>+896(SB), Z14
+	VFMADD213PS  constsAVX512<>+960(SB), Z6, Z11
+	VFMADD213PS  constsAVX512<>+960(SB), Z1, Z12
+	VFMADD213PS  constsAVX512<>+960(SB), Z5, Z13
+	VFMADD213PS  constsAVX512<>+960(SB), Z0, Z14
+	VFMADD213PS  constsAVX512<>+1024(SB), Z6, Z11
+	VFMADD213PS  constsAVX512<>+1024(SB), Z1, Z12
+	VFMADD213PS  constsAVX512<>+1024(SB), Z5, Z13
+	VFMADD213PS  constsAVX512<>+1024(SB), Z0, Z14
+	VFMADD213PS  constsAVX512<>+1088(SB), Z6, Z11
+	VFMADD213PS  constsAVX512<>+1088(SB), Z1, Z12
+	VFMADD213PS  constsAVX512<>+1088(SB), Z5, Z13
+	VFMADD213PS  constsAVX512<>+1088(SB), Z0, Z14
+	VFMADD213PS  constsAVX512<>+1152(SB), Z6, Z11
+	VFMADD213PS  constsAVX512<>+1152(SB), Z1, Z12
+	VFMADD213PS  constsAVX512<>+1152(SB), Z5, Z13
+	VFMADD213PS  constsAVX512<>+1152(SB), Z0, Z14
+	VFMADD213PS  constsAVX512<>+1216(SB), Z6, Z11
+	VFMADD213PS  constsAVX512<>+1216(SB), Z1, Z12
+	VFMADD213PS  constsAVX512<>+1216(SB), Z5, Z13
+	VFMADD213PS  constsAVX512<>+1216(SB), Z0, Z14
+	VFMADD213PS  constsAVX512<>+704(SB), Z6, Z11
+	VFMADD213PS  constsAVX512<>+704(SB), Z1, Z12
+	VFMADD213PS  constsAVX512<>+704(SB), Z5, Z13
+	VFMADD213PS  constsAVX512<>+704(SB), Z0, Z14
+	VPSLLD       $0x17, Z7, Z7
+	VPADDD.Z     Z7, Z11, K3, Z11
+	VPSLLD       $0x17, Z8, Z8
+	VPADDD.Z     Z8, Z12, K4, Z12
+	VPSLLD       $0x17, Z9, Z9
+	VPADDD.Z     Z9, Z13, K5, Z13
+	VPSLLD       $0x17, Z10, Z10
+	VPADDD.Z     Z10, Z14, K6, Z14
+	MOVQ         CX, DX
+	SHLQ         $0x06, DX
+	VMOVUPS      Z11, (AX)(DX*1)
+	VMOVUPS      Z12, 64(AX)(DX*1)
+	VMOVUPS      Z13, 128(AX)(DX*1)
+	VMOVUPS      Z14, 192(AX)(DX*1)
+	VCMPPS       $0x15, constsAVX512<>+768(SB), Z3, K3
+	VMULPS       constsAVX512<>+128(SB), Z3, Z3
+	VADDPS       constsAVX512<>+832(SB), Z3, Z0
+	VSUBPS       constsAVX512<>+832(SB), Z0, Z1
+	VSUBPS       Z1, Z3, Z3
+	VMOVUPS      constsAVX512<>+896(SB), Z1
+	VFMADD213PS  constsAVX512<>+960(SB), Z3, Z1
+	VFMADD213PS  constsAVX512<>+1024(SB), Z3, Z1
+	VFMADD213PS  constsAVX512<>+1088(SB), Z3, Z1
+	VFMADD213PS  constsAVX512<>+1152(SB), Z3, Z1
+	VFMADD213PS  constsAVX512<>+1216(SB), Z3, Z1
+	VFMADD213PS  constsAVX512<>+704(SB), Z3, Z1
 	VPSLLD       $0x17, Z0, Z0
-	VPADDD.Z     Z0, Z3, K3, Z3
-	VBROADCASTSS (BX)(CX*4), Z0
-	VFMADD213PS  Z5, Z3, Z0
-	VMOVSS       X0, (BX)(CX*4)
-	VMOVSS       X1, (DX)(CX*4)
-	VMOVSS       X3, 1024(AX)(CX*4)
+	VPADDD.Z     Z0, Z1, K3, Z1
+	VSHUFF32X4   $0x44, Z12, Z11, Z0
+	VSHUFF32X4   $0xee, Z12, Z11, Z5
+	VADDPS       Z5, Z0, Z0
+	VSHUFF32X4   $0x44, Z14, Z13, Z5
+	VSHUFF32X4   $0xee, Z14, Z13, Z6
+	VADDPS       Z6, Z5, Z5
+	VSHUFF32X4   $0x88, Z5, Z0, Z6
+	VSHUFF32X4   $0xdd, Z5, Z0, Z0
+	VADDPS       Z0, Z6, Z6
+	VPERMILPS    $0x4e, Z6, Z0
+	VADDPS       Z0, Z6, Z6
+	VPERMILPS    $0xb1, Z6, Z0
+	VADDPS       Z0, Z6, Z6
+	VPERMPS      Z6, Z4, Z0
+	VMOVUPS      (BX)(CX*4), X2
+	VFMADD213PS  X0, X1, X2
+	VMOVUPS      X2, (BX)(CX*4)
+	VMOVUPS      X1, 1024(AX)(CX*4)
 	MOVQ         88(SP), CX
 	MOVQ         96(SP), DX
 	ADDQ         $0x04, CX
@@ -79418,8 +78246,6 @@ scores_rows4_row3_noalibi:
 scores_rows1:
 	VMOVUPS   constsAVX512<>+2048(SB), Z0
 	VMOVUPS   constsAVX512<>+2048(SB), Z1
-	VMOVUPS   constsAVX512<>+2048(SB), Z2
-	VMOVUPS   constsAVX512<>+2048(SB), Z3
 	VMOVUPS   constsAVX512<>+2048(SB), Z4
 	VMOVUPS   constsAVX512<>+2048(SB), Z5
 	VMOVUPS   constsAVX512<>+2048(SB), Z6
@@ -79432,12 +78258,14 @@ scores_rows1:
 	VMOVUPS   constsAVX512<>+2048(SB), Z13
 	VMOVUPS   constsAVX512<>+2048(SB), Z14
 	VMOVUPS   constsAVX512<>+2048(SB), Z15
+	VMOVUPS   constsAVX512<>+2048(SB), Z16
+	VMOVUPS   constsAVX512<>+2048(SB), Z17
 	MOVQ      48(SP), CX
 	MOVQ      (SP), DX
 	MOVQ      96(SP), BX
-	VMOVDQU32 constsAVX512<>+2368(SB), Z16
-	VMOVDQU32 constsAVX512<>+2816(SB), Z17
-	VMOVDQU32 constsAVX512<>+2880(SB), Z18
+	VMOVDQU32 constsAVX512<>+2368(SB), Z18
+	VMOVDQU32 constsAVX512<>+2816(SB), Z19
+	VMOVDQU32 constsAVX512<>+2880(SB), Z20
 	MOVQ      DX, SI
 	ADDQ      CX, DX
 	MOVQ      BX, DI
@@ -79447,18 +78275,18 @@ scores_rows1:
 	JL        scores_rows1_pass0_key0_blocks_done
 
 scores_rows1_pass0_key0_blocks:
-	VPMOVZXBD        (SI), Z19
-	VPSRLD           $0x04, Z19, Z20
-	VPORD            Z17, Z20, Z20
-	VSUBPS           Z18, Z20, Z20
-	VPTERNLOGD       $0xea, Z17, Z16, Z19
-	VSUBPS           Z18, Z19, Z19
-	VMULPS           (DI), Z19, Z19
-	VFMADD231PS      64(DI), Z20, Z19
+	VPMOVZXBD        (SI), Z21
+	VPSRLD           $0x04, Z21, Z22
+	VPORD            Z19, Z22, Z22
+	VSUBPS           Z20, Z22, Z22
+	VPTERNLOGD       $0xea, Z19, Z18, Z21
+	VSUBPS           Z20, Z21, Z21
+	VMULPS           (DI), Z21, Z21
+	VFMADD231PS      64(DI), Z22, Z21
 	MOVQ             R9, R10
 	SHRQ             $0x01, R10
 	SHLQ             $0x06, R10
-	VFMADD231PS.BCST 1216(AX)(R10*1), Z19, Z0
+	VFMADD231PS.BCST 1216(AX)(R10*1), Z21, Z0
 	ADDQ             $0x02, R9
 	ADDQ             $0x10, SI
 	ADDQ             $0x80, DI
@@ -79476,18 +78304,18 @@ scores_rows1_pass0_key0_blocks_done:
 	JL   scores_rows1_pass0_key1_blocks_done
 
 scores_rows1_pass0_key1_blocks:
-	VPMOVZXBD        (SI), Z19
-	VPSRLD           $0x04, Z19, Z20
-	VPORD            Z17, Z20, Z20
-	VSUBPS           Z18, Z20, Z20
-	VPTERNLOGD       $0xea, Z17, Z16, Z19
-	VSUBPS           Z18, Z19, Z19
-	VMULPS           (DI), Z19, Z19
-	VFMADD231PS      64(DI), Z20, Z19
+	VPMOVZXBD        (SI), Z21
+	VPSRLD           $0x04, Z21, Z22
+	VPORD            Z19, Z22, Z22
+	VSUBPS           Z20, Z22, Z22
+	VPTERNLOGD       $0xea, Z19, Z18, Z21
+	VSUBPS           Z20, Z21, Z21
+	VMULPS           (DI), Z21, Z21
+	VFMADD231PS      64(DI), Z22, Z21
 	MOVQ             R9, R10
 	SHRQ             $0x01, R10
 	SHLQ             $0x06, R10
-	VFMADD231PS.BCST 1220(AX)(R10*1), Z19, Z4
+	VFMADD231PS.BCST 1220(AX)(R10*1), Z21, Z6
 	ADDQ             $0x02, R9
 	ADDQ             $0x10, SI
 	ADDQ             $0x80, DI
@@ -79505,18 +78333,18 @@ scores_rows1_pass0_key1_blocks_done:
 	JL   scores_rows1_pass0_key2_blocks_done
 
 scores_rows1_pass0_key2_blocks:
-	VPMOVZXBD        (SI), Z19
-	VPSRLD           $0x04, Z19, Z20
-	VPORD            Z17, Z20, Z20
-	VSUBPS           Z18, Z20, Z20
-	VPTERNLOGD       $0xea, Z17, Z16, Z19
-	VSUBPS           Z18, Z19, Z19
-	VMULPS           (DI), Z19, Z19
-	VFMADD231PS      64(DI), Z20, Z19
+	VPMOVZXBD        (SI), Z21
+	VPSRLD           $0x04, Z21, Z22
+	VPORD            Z19, Z22, Z22
+	VSUBPS           Z20, Z22, Z22
+	VPTERNLOGD       $0xea, Z19, Z18, Z21
+	VSUBPS           Z20, Z21, Z21
+	VMULPS           (DI), Z21, Z21
+	VFMADD231PS      64(DI), Z22, Z21
 	MOVQ             R9, R10
 	SHRQ             $0x01, R10
 	SHLQ             $0x06, R10
-	VFMADD231PS.BCST 1224(AX)(R10*1), Z19, Z8
+	VFMADD231PS.BCST 1224(AX)(R10*1), Z21, Z10
 	ADDQ             $0x02, R9
 	ADDQ             $0x10, SI
 	ADDQ             $0x80, DI
@@ -79534,18 +78362,18 @@ scores_rows1_pass0_key2_blocks_done:
 	JL   scores_rows1_pass0_key3_blocks_done
 
 scores_rows1_pass0_key3_blocks:
-	VPMOVZXBD        (SI), Z19
-	VPSRLD           $0x04, Z19, Z20
-	VPORD            Z17, Z20, Z20
-	VSUBPS           Z18, Z20, Z20
-	VPTERNLOGD       $0xea, Z17, Z16, Z19
-	VSUBPS           Z18, Z19, Z19
-	VMULPS           (DI), Z19, Z19
-	VFMADD231PS      64(DI), Z20, Z19
+	VPMOVZXBD        (SI), Z21
+	VPSRLD           $0x04, Z21, Z22
+	VPORD            Z19, Z22, Z22
+	VSUBPS           Z20, Z22, Z22
+	VPTERNLOGD       $0xea, Z19, Z18, Z21
+	VSUBPS           Z20, Z21, Z21
+	VMULPS           (DI), Z21, Z21
+	VFMADD231PS      64(DI), Z22, Z21
 	MOVQ             R9, R10
 	SHRQ             $0x01, R10
 	SHLQ             $0x06, R10
-	VFMADD231PS.BCST 1228(AX)(R10*1), Z19, Z12
+	VFMADD231PS.BCST 1228(AX)(R10*1), Z21, Z14
 	ADDQ             $0x02, R9
 	ADDQ             $0x10, SI
 	ADDQ             $0x80, DI
@@ -79563,18 +78391,18 @@ scores_rows1_pass0_key3_blocks_done:
 	JL   scores_rows1_pass0_key4_blocks_done
 
 scores_rows1_pass0_key4_blocks:
-	VPMOVZXBD        (SI), Z19
-	VPSRLD           $0x04, Z19, Z20
-	VPORD            Z17, Z20, Z20
-	VSUBPS           Z18, Z20, Z20
-	VPTERNLOGD       $0xea, Z17, Z16, Z19
-	VSUBPS           Z18, Z19, Z19
-	VMULPS           (DI), Z19, Z19
-	VFMADD231PS      64(DI), Z20, Z19
+	VPMOVZXBD        (SI), Z21
+	VPSRLD           $0x04, Z21, Z22
+	VPORD            Z19, Z22, Z22
+	VSUBPS           Z20, Z22, Z22
+	VPTERNLOGD       $0xea, Z19, Z18, Z21
+	VSUBPS           Z20, Z21, Z21
+	VMULPS           (DI), Z21, Z21
+	VFMADD231PS      64(DI), Z22, Z21
 	MOVQ             R9, R10
 	SHRQ             $0x01, R10
 	SHLQ             $0x06, R10
-	VFMADD231PS.BCST 1232(AX)(R10*1), Z19, Z1
+	VFMADD231PS.BCST 1232(AX)(R10*1), Z21, Z1
 	ADDQ             $0x02, R9
 	ADDQ             $0x10, SI
 	ADDQ             $0x80, DI
@@ -79592,18 +78420,18 @@ scores_rows1_pass0_key4_blocks_done:
 	JL   scores_rows1_pass0_key5_blocks_done
 
 scores_rows1_pass0_key5_blocks:
-	VPMOVZXBD        (SI), Z19
-	VPSRLD           $0x04, Z19, Z20
-	VPORD            Z17, Z20, Z20
-	VSUBPS           Z18, Z20, Z20
-	VPTERNLOGD       $0xea, Z17, Z16, Z19
-	VSUBPS           Z18, Z19, Z19
-	VMULPS           (DI), Z19, Z19
-	VFMADD231PS      64(DI), Z20, Z19
+	VPMOVZXBD        (SI), Z21
+	VPSRLD           $0x04, Z21, Z22
+	VPORD            Z19, Z22, Z22
+	VSUBPS           Z20, Z22, Z22
+	VPTERNLOGD       $0xea, Z19, Z18, Z21
+	VSUBPS           Z20, Z21, Z21
+	VMULPS           (DI), Z21, Z21
+	VFMADD231PS      64(DI), Z22, Z21
 	MOVQ             R9, R10
 	SHRQ             $0x01, R10
 	SHLQ             $0x06, R10
-	VFMADD231PS.BCST 1236(AX)(R10*1), Z19, Z5
+	VFMADD231PS.BCST 1236(AX)(R10*1), Z21, Z7
 	ADDQ             $0x02, R9
 	ADDQ             $0x10, SI
 	ADDQ             $0x80, DI
@@ -79621,18 +78449,18 @@ scores_rows1_pass0_key5_blocks_done:
 	JL   scores_rows1_pass0_key6_blocks_done
 
 scores_rows1_pass0_key6_blocks:
-	VPMOVZXBD        (SI), Z19
-	VPSRLD           $0x04, Z19, Z20
-	VPORD            Z17, Z20, Z20
-	VSUBPS           Z18, Z20, Z20
-	VPTERNLOGD       $0xea, Z17, Z16, Z19
-	VSUBPS           Z18, Z19, Z19
-	VMULPS           (DI), Z19, Z19
-	VFMADD231PS      64(DI), Z20, Z19
+	VPMOVZXBD        (SI), Z21
+	VPSRLD           $0x04, Z21, Z22
+	VPORD            Z19, Z22, Z22
+	VSUBPS           Z20, Z22, Z22
+	VPTERNLOGD       $0xea, Z19, Z18, Z21
+	VSUBPS           Z20, Z21, Z21
+	VMULPS           (DI), Z21, Z21
+	VFMADD231PS      64(DI), Z22, Z21
 	MOVQ             R9, R10
 	SHRQ             $0x01, R10
 	SHLQ             $0x06, R10
-	VFMADD231PS.BCST 1240(AX)(R10*1), Z19, Z9
+	VFMADD231PS.BCST 1240(AX)(R10*1), Z21, Z11
 	ADDQ             $0x02, R9
 	ADDQ             $0x10, SI
 	ADDQ             $0x80, DI
@@ -79650,18 +78478,18 @@ scores_rows1_pass0_key6_blocks_done:
 	JL   scores_rows1_pass0_key7_blocks_done
 
 scores_rows1_pass0_key7_blocks:
-	VPMOVZXBD        (SI), Z19
-	VPSRLD           $0x04, Z19, Z20
-	VPORD            Z17, Z20, Z20
-	VSUBPS           Z18, Z20, Z20
-	VPTERNLOGD       $0xea, Z17, Z16, Z19
-	VSUBPS           Z18, Z19, Z19
-	VMULPS           (DI), Z19, Z19
-	VFMADD231PS      64(DI), Z20, Z19
+	VPMOVZXBD        (SI), Z21
+	VPSRLD           $0x04, Z21, Z22
+	VPORD            Z19, Z22, Z22
+	VSUBPS           Z20, Z22, Z22
+	VPTERNLOGD       $0xea, Z19, Z18, Z21
+	VSUBPS           Z20, Z21, Z21
+	VMULPS           (DI), Z21, Z21
+	VFMADD231PS      64(DI), Z22, Z21
 	MOVQ             R9, R10
 	SHRQ             $0x01, R10
 	SHLQ             $0x06, R10
-	VFMADD231PS.BCST 1244(AX)(R10*1), Z19, Z13
+	VFMADD231PS.BCST 1244(AX)(R10*1), Z21, Z15
 	ADDQ             $0x02, R9
 	ADDQ             $0x10, SI
 	ADDQ             $0x80, DI
@@ -79679,18 +78507,18 @@ scores_rows1_pass0_key7_blocks_done:
 	JL   scores_rows1_pass0_key8_blocks_done
 
 scores_rows1_pass0_key8_blocks:
-	VPMOVZXBD        (SI), Z19
-	VPSRLD           $0x04, Z19, Z20
-	VPORD            Z17, Z20, Z20
-	VSUBPS           Z18, Z20, Z20
-	VPTERNLOGD       $0xea, Z17, Z16, Z19
-	VSUBPS           Z18, Z19, Z19
-	VMULPS           (DI), Z19, Z19
-	VFMADD231PS      64(DI), Z20, Z19
+	VPMOVZXBD        (SI), Z21
+	VPSRLD           $0x04, Z21, Z22
+	VPORD            Z19, Z22, Z22
+	VSUBPS           Z20, Z22, Z22
+	VPTERNLOGD       $0xea, Z19, Z18, Z21
+	VSUBPS           Z20, Z21, Z21
+	VMULPS           (DI), Z21, Z21
+	VFMADD231PS      64(DI), Z22, Z21
 	MOVQ             R9, R10
 	SHRQ             $0x01, R10
 	SHLQ             $0x06, R10
-	VFMADD231PS.BCST 1248(AX)(R10*1), Z19, Z2
+	VFMADD231PS.BCST 1248(AX)(R10*1), Z21, Z4
 	ADDQ             $0x02, R9
 	ADDQ             $0x10, SI
 	ADDQ             $0x80, DI
@@ -79708,18 +78536,18 @@ scores_rows1_pass0_key8_blocks_done:
 	JL   scores_rows1_pass0_key9_blocks_done
 
 scores_rows1_pass0_key9_blocks:
-	VPMOVZXBD        (SI), Z19
-	VPSRLD           $0x04, Z19, Z20
-	VPORD            Z17, Z20, Z20
-	VSUBPS           Z18, Z20, Z20
-	VPTERNLOGD       $0xea, Z17, Z16, Z19
-	VSUBPS           Z18, Z19, Z19
-	VMULPS           (DI), Z19, Z19
-	VFMADD231PS      64(DI), Z20, Z19
+	VPMOVZXBD        (SI), Z21
+	VPSRLD           $0x04, Z21, Z22
+	VPORD            Z19, Z22, Z22
+	VSUBPS           Z20, Z22, Z22
+	VPTERNLOGD       $0xea, Z19, Z18, Z21
+	VSUBPS           Z20, Z21, Z21
+	VMULPS           (DI), Z21, Z21
+	VFMADD231PS      64(DI), Z22, Z21
 	MOVQ             R9, R10
 	SHRQ             $0x01, R10
 	SHLQ             $0x06, R10
-	VFMADD231PS.BCST 1252(AX)(R10*1), Z19, Z6
+	VFMADD231PS.BCST 1252(AX)(R10*1), Z21, Z8
 	ADDQ             $0x02, R9
 	ADDQ             $0x10, SI
 	ADDQ             $0x80, DI
@@ -79737,18 +78565,18 @@ scores_rows1_pass0_key9_blocks_done:
 	JL   scores_rows1_pass0_key10_blocks_done
 
 scores_rows1_pass0_key10_blocks:
-	VPMOVZXBD        (SI), Z19
-	VPSRLD           $0x04, Z19, Z20
-	VPORD            Z17, Z20, Z20
-	VSUBPS           Z18, Z20, Z20
-	VPTERNLOGD       $0xea, Z17, Z16, Z19
-	VSUBPS           Z18, Z19, Z19
-	VMULPS           (DI), Z19, Z19
-	VFMADD231PS      64(DI), Z20, Z19
+	VPMOVZXBD        (SI), Z21
+	VPSRLD           $0x04, Z21, Z22
+	VPORD            Z19, Z22, Z22
+	VSUBPS           Z20, Z22, Z22
+	VPTERNLOGD       $0xea, Z19, Z18, Z21
+	VSUBPS           Z20, Z21, Z21
+	VMULPS           (DI), Z21, Z21
+	VFMADD231PS      64(DI), Z22, Z21
 	MOVQ             R9, R10
 	SHRQ             $0x01, R10
 	SHLQ             $0x06, R10
-	VFMADD231PS.BCST 1256(AX)(R10*1), Z19, Z10
+	VFMADD231PS.BCST 1256(AX)(R10*1), Z21, Z12
 	ADDQ             $0x02, R9
 	ADDQ             $0x10, SI
 	ADDQ             $0x80, DI
@@ -79766,18 +78594,18 @@ scores_rows1_pass0_key10_blocks_done:
 	JL   scores_rows1_pass0_key11_blocks_done
 
 scores_rows1_pass0_key11_blocks:
-	VPMOVZXBD        (SI), Z19
-	VPSRLD           $0x04, Z19, Z20
-	VPORD            Z17, Z20, Z20
-	VSUBPS           Z18, Z20, Z20
-	VPTERNLOGD       $0xea, Z17, Z16, Z19
-	VSUBPS           Z18, Z19, Z19
-	VMULPS           (DI), Z19, Z19
-	VFMADD231PS      64(DI), Z20, Z19
+	VPMOVZXBD        (SI), Z21
+	VPSRLD           $0x04, Z21, Z22
+	VPORD            Z19, Z22, Z22
+	VSUBPS           Z20, Z22, Z22
+	VPTERNLOGD       $0xea, Z19, Z18, Z21
+	VSUBPS           Z20, Z21, Z21
+	VMULPS           (DI), Z21, Z21
+	VFMADD231PS      64(DI), Z22, Z21
 	MOVQ             R9, R10
 	SHRQ             $0x01, R10
 	SHLQ             $0x06, R10
-	VFMADD231PS.BCST 1260(AX)(R10*1), Z19, Z14
+	VFMADD231PS.BCST 1260(AX)(R10*1), Z21, Z16
 	ADDQ             $0x02, R9
 	ADDQ             $0x10, SI
 	ADDQ             $0x80, DI
@@ -79795,18 +78623,18 @@ scores_rows1_pass0_key11_blocks_done:
 	JL   scores_rows1_pass0_key12_blocks_done
 
 scores_rows1_pass0_key12_blocks:
-	VPMOVZXBD        (SI), Z19
-	VPSRLD           $0x04, Z19, Z20
-	VPORD            Z17, Z20, Z20
-	VSUBPS           Z18, Z20, Z20
-	VPTERNLOGD       $0xea, Z17, Z16, Z19
-	VSUBPS           Z18, Z19, Z19
-	VMULPS           (DI), Z19, Z19
-	VFMADD231PS      64(DI), Z20, Z19
+	VPMOVZXBD        (SI), Z21
+	VPSRLD           $0x04, Z21, Z22
+	VPORD            Z19, Z22, Z22
+	VSUBPS           Z20, Z22, Z22
+	VPTERNLOGD       $0xea, Z19, Z18, Z21
+	VSUBPS           Z20, Z21, Z21
+	VMULPS           (DI), Z21, Z21
+	VFMADD231PS      64(DI), Z22, Z21
 	MOVQ             R9, R10
 	SHRQ             $0x01, R10
 	SHLQ             $0x06, R10
-	VFMADD231PS.BCST 1264(AX)(R10*1), Z19, Z3
+	VFMADD231PS.BCST 1264(AX)(R10*1), Z21, Z5
 	ADDQ             $0x02, R9
 	ADDQ             $0x10, SI
 	ADDQ             $0x80, DI
@@ -79824,18 +78652,18 @@ scores_rows1_pass0_key12_blocks_done:
 	JL   scores_rows1_pass0_key13_blocks_done
 
 scores_rows1_pass0_key13_blocks:
-	VPMOVZXBD        (SI), Z19
-	VPSRLD           $0x04, Z19, Z20
-	VPORD            Z17, Z20, Z20
-	VSUBPS           Z18, Z20, Z20
-	VPTERNLOGD       $0xea, Z17, Z16, Z19
-	VSUBPS           Z18, Z19, Z19
-	VMULPS           (DI), Z19, Z19
-	VFMADD231PS      64(DI), Z20, Z19
+	VPMOVZXBD        (SI), Z21
+	VPSRLD           $0x04, Z21, Z22
+	VPORD            Z19, Z22, Z22
+	VSUBPS           Z20, Z22, Z22
+	VPTERNLOGD       $0xea, Z19, Z18, Z21
+	VSUBPS           Z20, Z21, Z21
+	VMULPS           (DI), Z21, Z21
+	VFMADD231PS      64(DI), Z22, Z21
 	MOVQ             R9, R10
 	SHRQ             $0x01, R10
 	SHLQ             $0x06, R10
-	VFMADD231PS.BCST 1268(AX)(R10*1), Z19, Z7
+	VFMADD231PS.BCST 1268(AX)(R10*1), Z21, Z9
 	ADDQ             $0x02, R9
 	ADDQ             $0x10, SI
 	ADDQ             $0x80, DI
@@ -79853,18 +78681,18 @@ scores_rows1_pass0_key13_blocks_done:
 	JL   scores_rows1_pass0_key14_blocks_done
 
 scores_rows1_pass0_key14_blocks:
-	VPMOVZXBD        (SI), Z19
-	VPSRLD           $0x04, Z19, Z20
-	VPORD            Z17, Z20, Z20
-	VSUBPS           Z18, Z20, Z20
-	VPTERNLOGD       $0xea, Z17, Z16, Z19
-	VSUBPS           Z18, Z19, Z19
-	VMULPS           (CX), Z19, Z19
-	VFMADD231PS      64(CX), Z20, Z19
+	VPMOVZXBD        (SI), Z21
+	VPSRLD           $0x04, Z21, Z22
+	VPORD            Z19, Z22, Z22
+	VSUBPS           Z20, Z22, Z22
+	VPTERNLOGD       $0xea, Z19, Z18, Z21
+	VSUBPS           Z20, Z21, Z21
+	VMULPS           (CX), Z21, Z21
+	VFMADD231PS      64(CX), Z22, Z21
 	MOVQ             R8, R9
 	SHRQ             $0x01, R9
 	SHLQ             $0x06, R9
-	VFMADD231PS.BCST 1272(AX)(R9*1), Z19, Z11
+	VFMADD231PS.BCST 1272(AX)(R9*1), Z21, Z13
 	ADDQ             $0x02, R8
 	ADDQ             $0x10, SI
 	ADDQ             $0x80, CX
@@ -79881,18 +78709,18 @@ scores_rows1_pass0_key14_blocks_done:
 	JL   scores_rows1_pass0_key15_blocks_done
 
 scores_rows1_pass0_key15_blocks:
-	VPMOVZXBD        (CX), Z19
-	VPSRLD           $0x04, Z19, Z20
-	VPORD            Z17, Z20, Z20
-	VSUBPS           Z18, Z20, Z20
-	VPTERNLOGD       $0xea, Z17, Z16, Z19
-	VSUBPS           Z18, Z19, Z19
-	VMULPS           (DX), Z19, Z19
-	VFMADD231PS      64(DX), Z20, Z19
+	VPMOVZXBD        (CX), Z21
+	VPSRLD           $0x04, Z21, Z22
+	VPORD            Z19, Z22, Z22
+	VSUBPS           Z20, Z22, Z22
+	VPTERNLOGD       $0xea, Z19, Z18, Z21
+	VSUBPS           Z20, Z21, Z21
+	VMULPS           (DX), Z21, Z21
+	VFMADD231PS      64(DX), Z22, Z21
 	MOVQ             SI, DI
 	SHRQ             $0x01, DI
 	SHLQ             $0x06, DI
-	VFMADD231PS.BCST 1276(AX)(DI*1), Z19, Z15
+	VFMADD231PS.BCST 1276(AX)(DI*1), Z21, Z17
 	ADDQ             $0x02, SI
 	ADDQ             $0x10, CX
 	ADDQ             $0x80, DX
@@ -79901,12 +78729,9 @@ scores_rows1_pass0_key15_blocks:
 	JGE              scores_rows1_pass0_key15_blocks
 
 scores_rows1_pass0_key15_blocks_done:
-	VSHUFF32X4   $0xee, Z1, Z0, Z16
+	VSHUFF32X4   $0xee, Z1, Z0, Z18
 	VSHUFF32X4   $0x44, Z1, Z0, Z0
-	VADDPS       Z16, Z0, Z0
-	VSHUFF32X4   $0xee, Z3, Z2, Z1
-	VSHUFF32X4   $0x44, Z3, Z2, Z2
-	VADDPS       Z1, Z2, Z2
+	VADDPS       Z18, Z0, Z0
 	VSHUFF32X4   $0xee, Z5, Z4, Z1
 	VSHUFF32X4   $0x44, Z5, Z4, Z4
 	VADDPS       Z1, Z4, Z4
@@ -79925,26 +78750,29 @@ scores_rows1_pass0_key15_blocks_done:
 	VSHUFF32X4   $0xee, Z15, Z14, Z1
 	VSHUFF32X4   $0x44, Z15, Z14, Z14
 	VADDPS       Z1, Z14, Z14
-	VSHUFF32X4   $0xdd, Z2, Z0, Z1
-	VSHUFF32X4   $0x88, Z2, Z0, Z0
+	VSHUFF32X4   $0xee, Z17, Z16, Z1
+	VSHUFF32X4   $0x44, Z17, Z16, Z16
+	VADDPS       Z1, Z16, Z16
+	VSHUFF32X4   $0xdd, Z4, Z0, Z1
+	VSHUFF32X4   $0x88, Z4, Z0, Z0
 	VADDPS       Z1, Z0, Z0
-	VSHUFF32X4   $0xdd, Z6, Z4, Z1
-	VSHUFF32X4   $0x88, Z6, Z4, Z4
-	VADDPS       Z1, Z4, Z4
-	VSHUFF32X4   $0xdd, Z10, Z8, Z1
-	VSHUFF32X4   $0x88, Z10, Z8, Z8
-	VADDPS       Z1, Z8, Z8
-	VSHUFF32X4   $0xdd, Z14, Z12, Z1
-	VSHUFF32X4   $0x88, Z14, Z12, Z12
-	VADDPS       Z1, Z12, Z12
-	VSHUFPS      $0xee, Z4, Z0, Z1
-	VSHUFPS      $0x44, Z4, Z0, Z0
+	VSHUFF32X4   $0xdd, Z8, Z6, Z1
+	VSHUFF32X4   $0x88, Z8, Z6, Z6
+	VADDPS       Z1, Z6, Z6
+	VSHUFF32X4   $0xdd, Z12, Z10, Z1
+	VSHUFF32X4   $0x88, Z12, Z10, Z10
+	VADDPS       Z1, Z10, Z10
+	VSHUFF32X4   $0xdd, Z16, Z14, Z1
+	VSHUFF32X4   $0x88, Z16, Z14, Z14
+	VADDPS       Z1, Z14, Z14
+	VSHUFPS      $0xee, Z6, Z0, Z1
+	VSHUFPS      $0x44, Z6, Z0, Z0
 	VADDPS       Z1, Z0, Z0
-	VSHUFPS      $0xee, Z12, Z8, Z1
-	VSHUFPS      $0x44, Z12, Z8, Z8
-	VADDPS       Z1, Z8, Z8
-	VSHUFPS      $0xdd, Z8, Z0, Z1
-	VSHUFPS      $0x88, Z8, Z0, Z0
+	VSHUFPS      $0xee, Z14, Z10, Z1
+	VSHUFPS      $0x44, Z14, Z10, Z10
+	VADDPS       Z1, Z10, Z10
+	VSHUFPS      $0xdd, Z10, Z0, Z1
+	VSHUFPS      $0x88, Z10, Z0, Z0
 	VADDPS       Z1, Z0, Z0
 	VMOVUPS      Z0, Z0
 	MOVQ         alibi+120(FP), CX
@@ -79960,8 +78788,8 @@ scores_rows1_pass0_key15_blocks_done:
 	VADDSS       (BX)(DX*4), X1, X1
 	VBROADCASTSS X1, Z1
 	VADDPS       iotaAVX512<>+0(SB), Z1, Z1
-	VBROADCASTSS (CX)(DX*4), Z2
-	VMULPS       Z2, Z1, Z1
+	VBROADCASTSS (CX)(DX*4), Z4
+	VMULPS       Z4, Z1, Z1
 	VADDPS       Z1, Z0, Z0
 
 scores_rows1_row0_noalibi:
@@ -79971,63 +78799,63 @@ scores_rows1_row0_noalibi:
 	MOVQ         m+96(FP), DX
 	MOVQ         l+104(FP), BX
 	VMOVUPS      Z0, Z1
-	VSHUFF32X4   $0x4e, Z1, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VSHUFF32X4   $0xb1, Z1, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VPERMILPS    $0x4e, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VPERMILPS    $0xb1, Z1, Z2
-	VMAXPS       Z2, Z1, Z1
-	VBROADCASTSS (DX)(CX*4), Z2
-	VMAXPS       Z1, Z2, Z1
-	VMAXPS       constsAVX512<>+1280(SB), Z1, Z3
-	VSUBPS       Z3, Z0, Z0
+	VSHUFF32X4   $0x4e, Z1, Z1, Z4
+	VMAXPS       Z4, Z1, Z1
+	VSHUFF32X4   $0xb1, Z1, Z1, Z4
+	VMAXPS       Z4, Z1, Z1
+	VPERMILPS    $0x4e, Z1, Z4
+	VMAXPS       Z4, Z1, Z1
+	VPERMILPS    $0xb1, Z1, Z4
+	VMAXPS       Z4, Z1, Z1
+	VBROADCASTSS (DX)(CX*4), Z4
+	VMAXPS       Z1, Z4, Z1
+	VMAXPS       constsAVX512<>+1280(SB), Z1, Z5
+	VSUBPS       Z5, Z0, Z0
 	VCMPPS       $0x15, constsAVX512<>+768(SB), Z0, K3
 	VMULPS       constsAVX512<>+128(SB), Z0, Z0
-	VADDPS       constsAVX512<>+832(SB), Z0, Z4
-	VSUBPS       constsAVX512<>+832(SB), Z4, Z5
-	VSUBPS       Z5, Z0, Z0
-	VMOVUPS      constsAVX512<>+896(SB), Z5
-	VFMADD213PS  constsAVX512<>+960(SB), Z0, Z5
-	VFMADD213PS  constsAVX512<>+1024(SB), Z0, Z5
-	VFMADD213PS  constsAVX512<>+1088(SB), Z0, Z5
-	VFMADD213PS  constsAVX512<>+1152(SB), Z0, Z5
-	VFMADD213PS  constsAVX512<>+1216(SB), Z0, Z5
-	VFMADD213PS  constsAVX512<>+704(SB), Z0, Z5
-	VPSLLD       $0x17, Z4, Z4
-	VPADDD.Z     Z4, Z5, K3, Z5
+	VADDPS       constsAVX512<>+832(SB), Z0, Z6
+	VSUBPS       constsAVX512<>+832(SB), Z6, Z7
+	VSUBPS       Z7, Z0, Z0
+	VMOVUPS      constsAVX512<>+896(SB), Z7
+	VFMADD213PS  constsAVX512<>+960(SB), Z0, Z7
+	VFMADD213PS  constsAVX512<>+1024(SB), Z0, Z7
+	VFMADD213PS  constsAVX512<>+1088(SB), Z0, Z7
+	VFMADD213PS  constsAVX512<>+1152(SB), Z0, Z7
+	VFMADD213PS  constsAVX512<>+1216(SB), Z0, Z7
+	VFMADD213PS  constsAVX512<>+704(SB), Z0, Z7
+	VPSLLD       $0x17, Z6, Z6
+	VPADDD.Z     Z6, Z7, K3, Z7
 	MOVQ         CX, SI
 	SHLQ         $0x06, SI
-	VMOVUPS      Z5, (AX)(SI*1)
-	VSHUFF32X4   $0x4e, Z5, Z5, Z0
-	VADDPS       Z0, Z5, Z5
-	VSHUFF32X4   $0xb1, Z5, Z5, Z0
-	VADDPS       Z0, Z5, Z5
-	VPERMILPS    $0x4e, Z5, Z0
-	VADDPS       Z0, Z5, Z5
-	VPERMILPS    $0xb1, Z5, Z0
-	VADDPS       Z0, Z5, Z5
-	VSUBPS       Z3, Z2, Z2
-	VCMPPS       $0x15, constsAVX512<>+768(SB), Z2, K3
-	VMULPS       constsAVX512<>+128(SB), Z2, Z2
-	VADDPS       constsAVX512<>+832(SB), Z2, Z0
-	VSUBPS       constsAVX512<>+832(SB), Z0, Z3
-	VSUBPS       Z3, Z2, Z2
-	VMOVUPS      constsAVX512<>+896(SB), Z3
-	VFMADD213PS  constsAVX512<>+960(SB), Z2, Z3
-	VFMADD213PS  constsAVX512<>+1024(SB), Z2, Z3
-	VFMADD213PS  constsAVX512<>+1088(SB), Z2, Z3
-	VFMADD213PS  constsAVX512<>+1152(SB), Z2, Z3
-	VFMADD213PS  constsAVX512<>+1216(SB), Z2, Z3
-	VFMADD213PS  constsAVX512<>+704(SB), Z2, Z3
+	VMOVUPS      Z7, (AX)(SI*1)
+	VSHUFF32X4   $0x4e, Z7, Z7, Z0
+	VADDPS       Z0, Z7, Z7
+	VSHUFF32X4   $0xb1, Z7, Z7, Z0
+	VADDPS       Z0, Z7, Z7
+	VPERMILPS    $0x4e, Z7, Z0
+	VADDPS       Z0, Z7, Z7
+	VPERMILPS    $0xb1, Z7, Z0
+	VADDPS       Z0, Z7, Z7
+	VSUBPS       Z5, Z4, Z4
+	VCMPPS       $0x15, constsAVX512<>+768(SB), Z4, K3
+	VMULPS       constsAVX512<>+128(SB), Z4, Z4
+	VADDPS       constsAVX512<>+832(SB), Z4, Z0
+	VSUBPS       constsAVX512<>+832(SB), Z0, Z5
+	VSUBPS       Z5, Z4, Z4
+	VMOVUPS      constsAVX512<>+896(SB), Z5
+	VFMADD213PS  constsAVX512<>+960(SB), Z4, Z5
+	VFMADD213PS  constsAVX512<>+1024(SB), Z4, Z5
+	VFMADD213PS  constsAVX512<>+1088(SB), Z4, Z5
+	VFMADD213PS  constsAVX512<>+1152(SB), Z4, Z5
+	VFMADD213PS  constsAVX512<>+1216(SB), Z4, Z5
+	VFMADD213PS  constsAVX512<>+704(SB), Z4, Z5
 	VPSLLD       $0x17, Z0, Z0
-	VPADDD.Z     Z0, Z3, K3, Z3
+	VPADDD.Z     Z0, Z5, K3, Z5
 	VBROADCASTSS (BX)(CX*4), Z0
-	VFMADD213PS  Z5, Z3, Z0
+	VFMADD213PS  Z7, Z5, Z0
 	VMOVSS       X0, (BX)(CX*4)
 	VMOVSS       X1, (DX)(CX*4)
-	VMOVSS       X3, 1024(AX)(CX*4)
+	VMOVSS       X5, 1024(AX)(CX*4)
 	MOVQ         88(SP), CX
 	MOVQ         96(SP), DX
 	ADDQ         $0x01, CX
@@ -80291,39 +79119,39 @@ rows4_vecs4_whole:
 	VBROADCASTSS 1024(AX)(SI*4), Z0
 	VMOVUPS      (CX), Z1
 	VMULPS       Z0, Z1, Z1
-	VMOVUPS      64(CX), Z2
-	VMULPS       Z0, Z2, Z2
-	VMOVUPS      128(CX), Z3
-	VMULPS       Z0, Z3, Z3
-	VMOVUPS      192(CX), Z4
+	VMOVUPS      64(CX), Z4
 	VMULPS       Z0, Z4, Z4
-	VBROADCASTSS 1028(AX)(SI*4), Z0
-	VMOVUPS      (CX)(DX*1), Z5
+	VMOVUPS      128(CX), Z5
 	VMULPS       Z0, Z5, Z5
-	VMOVUPS      64(CX)(DX*1), Z6
+	VMOVUPS      192(CX), Z6
 	VMULPS       Z0, Z6, Z6
-	VMOVUPS      128(CX)(DX*1), Z7
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z7
 	VMULPS       Z0, Z7, Z7
-	VMOVUPS      192(CX)(DX*1), Z8
+	VMOVUPS      64(CX)(DX*1), Z8
 	VMULPS       Z0, Z8, Z8
-	VBROADCASTSS 1032(AX)(SI*4), Z0
-	VMOVUPS      (CX)(DX*2), Z9
+	VMOVUPS      128(CX)(DX*1), Z9
 	VMULPS       Z0, Z9, Z9
-	VMOVUPS      64(CX)(DX*2), Z10
+	VMOVUPS      192(CX)(DX*1), Z10
 	VMULPS       Z0, Z10, Z10
-	VMOVUPS      128(CX)(DX*2), Z11
+	VBROADCASTSS 1032(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*2), Z11
 	VMULPS       Z0, Z11, Z11
-	VMOVUPS      192(CX)(DX*2), Z12
+	VMOVUPS      64(CX)(DX*2), Z12
 	VMULPS       Z0, Z12, Z12
-	VBROADCASTSS 1036(AX)(SI*4), Z0
-	VMOVUPS      (DI)(DX*1), Z13
+	VMOVUPS      128(CX)(DX*2), Z13
 	VMULPS       Z0, Z13, Z13
-	VMOVUPS      64(DI)(DX*1), Z14
+	VMOVUPS      192(CX)(DX*2), Z14
 	VMULPS       Z0, Z14, Z14
-	VMOVUPS      128(DI)(DX*1), Z15
+	VBROADCASTSS 1036(AX)(SI*4), Z0
+	VMOVUPS      (DI)(DX*1), Z15
 	VMULPS       Z0, Z15, Z15
-	VMOVUPS      192(DI)(DX*1), Z16
+	VMOVUPS      64(DI)(DX*1), Z16
 	VMULPS       Z0, Z16, Z16
+	VMOVUPS      128(DI)(DX*1), Z17
+	VMULPS       Z0, Z17, Z17
+	VMOVUPS      192(DI)(DX*1), Z18
+	VMULPS       Z0, Z18, Z18
 	MOVQ         56(SP), R9
 	MOVQ         24(SP), R10
 	MOVQ         8(SP), R8
@@ -80347,8 +79175,8 @@ rows4_vecs4_whole:
 	MOVQ         136(SP), SI
 	ADDQ         R8, SI
 	VMOVDQU32    constsAVX512<>+2368(SB), Z0
-	VMOVDQU32    constsAVX512<>+2816(SB), Z17
-	VMOVDQU32    constsAVX512<>+2880(SB), Z18
+	VMOVDQU32    constsAVX512<>+2816(SB), Z19
+	VMOVDQU32    constsAVX512<>+2880(SB), Z20
 
 rows4_vecs4_whole_keys:
 	CMPQ       SI, R8
@@ -80356,55 +79184,55 @@ rows4_vecs4_whole_keys:
 	PREFETCHT1 (SI)
 
 rows4_vecs4_whole_keys_fetched:
-	VPMOVZXBD        (R8), Z19
-	VPSRLD           $0x04, Z19, Z20
-	VPORD            Z17, Z20, Z20
-	VSUBPS           Z18, Z20, Z20
-	VPTERNLOGD       $0xea, Z17, Z0, Z19
-	VSUBPS           Z18, Z19, Z19
-	VPMOVZXBD        16(R8), Z21
+	VPMOVZXBD        (R8), Z21
 	VPSRLD           $0x04, Z21, Z22
-	VPORD            Z17, Z22, Z22
-	VSUBPS           Z18, Z22, Z22
-	VPTERNLOGD       $0xea, Z17, Z0, Z21
-	VSUBPS           Z18, Z21, Z21
-	VFMADD231PS.BCST (BX), Z19, Z1
-	VFMADD231PS.BCST 64(BX), Z19, Z5
-	VFMADD231PS.BCST 128(BX), Z19, Z9
-	VFMADD231PS.BCST 192(BX), Z19, Z13
-	VFMADD231PS.BCST (BX), Z20, Z2
-	VFMADD231PS.BCST 64(BX), Z20, Z6
-	VFMADD231PS.BCST 128(BX), Z20, Z10
-	VFMADD231PS.BCST 192(BX), Z20, Z14
-	VFMADD231PS.BCST 1024(BX), Z21, Z3
-	VFMADD231PS.BCST 1088(BX), Z21, Z7
-	VFMADD231PS.BCST 1152(BX), Z21, Z11
-	VFMADD231PS.BCST 1216(BX), Z21, Z15
-	VFMADD231PS.BCST 1024(BX), Z22, Z4
-	VFMADD231PS.BCST 1088(BX), Z22, Z8
-	VFMADD231PS.BCST 1152(BX), Z22, Z12
-	VFMADD231PS.BCST 1216(BX), Z22, Z16
+	VPORD            Z19, Z22, Z22
+	VSUBPS           Z20, Z22, Z22
+	VPTERNLOGD       $0xea, Z19, Z0, Z21
+	VSUBPS           Z20, Z21, Z21
+	VPMOVZXBD        16(R8), Z23
+	VPSRLD           $0x04, Z23, Z24
+	VPORD            Z19, Z24, Z24
+	VSUBPS           Z20, Z24, Z24
+	VPTERNLOGD       $0xea, Z19, Z0, Z23
+	VSUBPS           Z20, Z23, Z23
+	VFMADD231PS.BCST (BX), Z21, Z1
+	VFMADD231PS.BCST 64(BX), Z21, Z7
+	VFMADD231PS.BCST 128(BX), Z21, Z11
+	VFMADD231PS.BCST 192(BX), Z21, Z15
+	VFMADD231PS.BCST (BX), Z22, Z4
+	VFMADD231PS.BCST 64(BX), Z22, Z8
+	VFMADD231PS.BCST 128(BX), Z22, Z12
+	VFMADD231PS.BCST 192(BX), Z22, Z16
+	VFMADD231PS.BCST 1024(BX), Z23, Z5
+	VFMADD231PS.BCST 1088(BX), Z23, Z9
+	VFMADD231PS.BCST 1152(BX), Z23, Z13
+	VFMADD231PS.BCST 1216(BX), Z23, Z17
+	VFMADD231PS.BCST 1024(BX), Z24, Z6
+	VFMADD231PS.BCST 1088(BX), Z24, Z10
+	VFMADD231PS.BCST 1152(BX), Z24, Z14
+	VFMADD231PS.BCST 1216(BX), Z24, Z18
 	ADDQ             R9, R8
 	ADDQ             R9, SI
 	ADDQ             $0x04, BX
 	DECQ             R10
 	JNZ              rows4_vecs4_whole_keys
 	VMOVUPS          Z1, (CX)
-	VMOVUPS          Z2, 64(CX)
-	VMOVUPS          Z3, 128(CX)
-	VMOVUPS          Z4, 192(CX)
-	VMOVUPS          Z5, (CX)(DX*1)
-	VMOVUPS          Z6, 64(CX)(DX*1)
-	VMOVUPS          Z7, 128(CX)(DX*1)
-	VMOVUPS          Z8, 192(CX)(DX*1)
-	VMOVUPS          Z9, (CX)(DX*2)
-	VMOVUPS          Z10, 64(CX)(DX*2)
-	VMOVUPS          Z11, 128(CX)(DX*2)
-	VMOVUPS          Z12, 192(CX)(DX*2)
-	VMOVUPS          Z13, (DI)(DX*1)
-	VMOVUPS          Z14, 64(DI)(DX*1)
-	VMOVUPS          Z15, 128(DI)(DX*1)
-	VMOVUPS          Z16, 192(DI)(DX*1)
+	VMOVUPS          Z4, 64(CX)
+	VMOVUPS          Z5, 128(CX)
+	VMOVUPS          Z6, 192(CX)
+	VMOVUPS          Z7, (CX)(DX*1)
+	VMOVUPS          Z8, 64(CX)(DX*1)
+	VMOVUPS          Z9, 128(CX)(DX*1)
+	VMOVUPS          Z10, 192(CX)(DX*1)
+	VMOVUPS          Z11, (CX)(DX*2)
+	VMOVUPS          Z12, 64(CX)(DX*2)
+	VMOVUPS          Z13, 128(CX)(DX*2)
+	VMOVUPS          Z14, 192(CX)(DX*2)
+	VMOVUPS          Z15, (DI)(DX*1)
+	VMOVUPS          Z16, 64(DI)(DX*1)
+	VMOVUPS          Z17, 128(DI)(DX*1)
+	VMOVUPS          Z18, 192(DI)(DX*1)
 	ADDQ             $0x04, 120(SP)
 	JMP              panelnext
 
@@ -80422,39 +79250,39 @@ rows4_vecs4_masked:
 	VBROADCASTSS 1024(AX)(SI*4), Z0
 	VMOVUPS      (CX), Z1
 	VMULPS       Z0, Z1, Z1
-	VMOVUPS      64(CX), Z2
-	VMULPS       Z0, Z2, Z2
-	VMOVUPS      128(CX), Z3
-	VMULPS       Z0, Z3, Z3
-	VMOVUPS.Z    192(CX), K1, Z4
+	VMOVUPS      64(CX), Z4
 	VMULPS       Z0, Z4, Z4
-	VBROADCASTSS 1028(AX)(SI*4), Z0
-	VMOVUPS      (CX)(DX*1), Z5
+	VMOVUPS      128(CX), Z5
 	VMULPS       Z0, Z5, Z5
-	VMOVUPS      64(CX)(DX*1), Z6
+	VMOVUPS.Z    192(CX), K1, Z6
 	VMULPS       Z0, Z6, Z6
-	VMOVUPS      128(CX)(DX*1), Z7
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z7
 	VMULPS       Z0, Z7, Z7
-	VMOVUPS.Z    192(CX)(DX*1), K1, Z8
+	VMOVUPS      64(CX)(DX*1), Z8
 	VMULPS       Z0, Z8, Z8
-	VBROADCASTSS 1032(AX)(SI*4), Z0
-	VMOVUPS      (CX)(DX*2), Z9
+	VMOVUPS      128(CX)(DX*1), Z9
 	VMULPS       Z0, Z9, Z9
-	VMOVUPS      64(CX)(DX*2), Z10
+	VMOVUPS.Z    192(CX)(DX*1), K1, Z10
 	VMULPS       Z0, Z10, Z10
-	VMOVUPS      128(CX)(DX*2), Z11
+	VBROADCASTSS 1032(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*2), Z11
 	VMULPS       Z0, Z11, Z11
-	VMOVUPS.Z    192(CX)(DX*2), K1, Z12
+	VMOVUPS      64(CX)(DX*2), Z12
 	VMULPS       Z0, Z12, Z12
-	VBROADCASTSS 1036(AX)(SI*4), Z0
-	VMOVUPS      (DI)(DX*1), Z13
+	VMOVUPS      128(CX)(DX*2), Z13
 	VMULPS       Z0, Z13, Z13
-	VMOVUPS      64(DI)(DX*1), Z14
+	VMOVUPS.Z    192(CX)(DX*2), K1, Z14
 	VMULPS       Z0, Z14, Z14
-	VMOVUPS      128(DI)(DX*1), Z15
+	VBROADCASTSS 1036(AX)(SI*4), Z0
+	VMOVUPS      (DI)(DX*1), Z15
 	VMULPS       Z0, Z15, Z15
-	VMOVUPS.Z    192(DI)(DX*1), K1, Z16
+	VMOVUPS      64(DI)(DX*1), Z16
 	VMULPS       Z0, Z16, Z16
+	VMOVUPS      128(DI)(DX*1), Z17
+	VMULPS       Z0, Z17, Z17
+	VMOVUPS.Z    192(DI)(DX*1), K1, Z18
+	VMULPS       Z0, Z18, Z18
 	MOVQ         56(SP), R9
 	MOVQ         24(SP), R10
 	MOVQ         8(SP), R8
@@ -80478,8 +79306,8 @@ rows4_vecs4_masked:
 	MOVQ         136(SP), SI
 	ADDQ         R8, SI
 	VMOVDQU32    constsAVX512<>+2368(SB), Z0
-	VMOVDQU32    constsAVX512<>+2816(SB), Z17
-	VMOVDQU32    constsAVX512<>+2880(SB), Z18
+	VMOVDQU32    constsAVX512<>+2816(SB), Z19
+	VMOVDQU32    constsAVX512<>+2880(SB), Z20
 
 rows4_vecs4_masked_keys:
 	CMPQ       SI, R8
@@ -80487,55 +79315,55 @@ rows4_vecs4_masked_keys:
 	PREFETCHT1 (SI)
 
 rows4_vecs4_masked_keys_fetched:
-	VPMOVZXBD        (R8), Z19
-	VPSRLD           $0x04, Z19, Z20
-	VPORD            Z17, Z20, Z20
-	VSUBPS           Z18, Z20, Z20
-	VPTERNLOGD       $0xea, Z17, Z0, Z19
-	VSUBPS           Z18, Z19, Z19
-	VPMOVZXBD        16(R8), Z21
+	VPMOVZXBD        (R8), Z21
 	VPSRLD           $0x04, Z21, Z22
-	VPORD            Z17, Z22, Z22
-	VSUBPS           Z18, Z22, Z22
-	VPTERNLOGD       $0xea, Z17, Z0, Z21
-	VSUBPS           Z18, Z21, Z21
-	VFMADD231PS.BCST (BX), Z19, Z1
-	VFMADD231PS.BCST 64(BX), Z19, Z5
-	VFMADD231PS.BCST 128(BX), Z19, Z9
-	VFMADD231PS.BCST 192(BX), Z19, Z13
-	VFMADD231PS.BCST (BX), Z20, Z2
-	VFMADD231PS.BCST 64(BX), Z20, Z6
-	VFMADD231PS.BCST 128(BX), Z20, Z10
-	VFMADD231PS.BCST 192(BX), Z20, Z14
-	VFMADD231PS.BCST 1024(BX), Z21, Z3
-	VFMADD231PS.BCST 1088(BX), Z21, Z7
-	VFMADD231PS.BCST 1152(BX), Z21, Z11
-	VFMADD231PS.BCST 1216(BX), Z21, Z15
-	VFMADD231PS.BCST 1024(BX), Z22, Z4
-	VFMADD231PS.BCST 1088(BX), Z22, Z8
-	VFMADD231PS.BCST 1152(BX), Z22, Z12
-	VFMADD231PS.BCST 1216(BX), Z22, Z16
+	VPORD            Z19, Z22, Z22
+	VSUBPS           Z20, Z22, Z22
+	VPTERNLOGD       $0xea, Z19, Z0, Z21
+	VSUBPS           Z20, Z21, Z21
+	VPMOVZXBD        16(R8), Z23
+	VPSRLD           $0x04, Z23, Z24
+	VPORD            Z19, Z24, Z24
+	VSUBPS           Z20, Z24, Z24
+	VPTERNLOGD       $0xea, Z19, Z0, Z23
+	VSUBPS           Z20, Z23, Z23
+	VFMADD231PS.BCST (BX), Z21, Z1
+	VFMADD231PS.BCST 64(BX), Z21, Z7
+	VFMADD231PS.BCST 128(BX), Z21, Z11
+	VFMADD231PS.BCST 192(BX), Z21, Z15
+	VFMADD231PS.BCST (BX), Z22, Z4
+	VFMADD231PS.BCST 64(BX), Z22, Z8
+	VFMADD231PS.BCST 128(BX), Z22, Z12
+	VFMADD231PS.BCST 192(BX), Z22, Z16
+	VFMADD231PS.BCST 1024(BX), Z23, Z5
+	VFMADD231PS.BCST 1088(BX), Z23, Z9
+	VFMADD231PS.BCST 1152(BX), Z23, Z13
+	VFMADD231PS.BCST 1216(BX), Z23, Z17
+	VFMADD231PS.BCST 1024(BX), Z24, Z6
+	VFMADD231PS.BCST 1088(BX), Z24, Z10
+	VFMADD231PS.BCST 1152(BX), Z24, Z14
+	VFMADD231PS.BCST 1216(BX), Z24, Z18
 	ADDQ             R9, R8
 	ADDQ             R9, SI
 	ADDQ             $0x04, BX
 	DECQ             R10
 	JNZ              rows4_vecs4_masked_keys
 	VMOVUPS          Z1, (CX)
-	VMOVUPS          Z2, 64(CX)
-	VMOVUPS          Z3, 128(CX)
-	VMOVUPS          Z4, K1, 192(CX)
-	VMOVUPS          Z5, (CX)(DX*1)
-	VMOVUPS          Z6, 64(CX)(DX*1)
-	VMOVUPS          Z7, 128(CX)(DX*1)
-	VMOVUPS          Z8, K1, 192(CX)(DX*1)
-	VMOVUPS          Z9, (CX)(DX*2)
-	VMOVUPS          Z10, 64(CX)(DX*2)
-	VMOVUPS          Z11, 128(CX)(DX*2)
-	VMOVUPS          Z12, K1, 192(CX)(DX*2)
-	VMOVUPS          Z13, (DI)(DX*1)
-	VMOVUPS          Z14, 64(DI)(DX*1)
-	VMOVUPS          Z15, 128(DI)(DX*1)
-	VMOVUPS          Z16, K1, 192(DI)(DX*1)
+	VMOVUPS          Z4, 64(CX)
+	VMOVUPS          Z5, 128(CX)
+	VMOVUPS          Z6, K1, 192(CX)
+	VMOVUPS          Z7, (CX)(DX*1)
+	VMOVUPS          Z8, 64(CX)(DX*1)
+	VMOVUPS          Z9, 128(CX)(DX*1)
+	VMOVUPS          Z10, K1, 192(CX)(DX*1)
+	VMOVUPS          Z11, (CX)(DX*2)
+	VMOVUPS          Z12, 64(CX)(DX*2)
+	VMOVUPS          Z13, 128(CX)(DX*2)
+	VMOVUPS          Z14, K1, 192(CX)(DX*2)
+	VMOVUPS          Z15, (DI)(DX*1)
+	VMOVUPS          Z16, 64(DI)(DX*1)
+	VMOVUPS          Z17, 128(DI)(DX*1)
+	VMOVUPS          Z18, K1, 192(DI)(DX*1)
 	ADDQ             $0x04, 120(SP)
 	JMP              panelnext
 
@@ -80553,31 +79381,31 @@ rows4_vecs3_whole:
 	VBROADCASTSS 1024(AX)(SI*4), Z0
 	VMOVUPS      (CX), Z1
 	VMULPS       Z0, Z1, Z1
-	VMOVUPS      64(CX), Z2
-	VMULPS       Z0, Z2, Z2
-	VMOVUPS      128(CX), Z3
-	VMULPS       Z0, Z3, Z3
-	VBROADCASTSS 1028(AX)(SI*4), Z0
-	VMOVUPS      (CX)(DX*1), Z4
+	VMOVUPS      64(CX), Z4
 	VMULPS       Z0, Z4, Z4
-	VMOVUPS      64(CX)(DX*1), Z5
+	VMOVUPS      128(CX), Z5
 	VMULPS       Z0, Z5, Z5
-	VMOVUPS      128(CX)(DX*1), Z6
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z6
 	VMULPS       Z0, Z6, Z6
-	VBROADCASTSS 1032(AX)(SI*4), Z0
-	VMOVUPS      (CX)(DX*2), Z7
+	VMOVUPS      64(CX)(DX*1), Z7
 	VMULPS       Z0, Z7, Z7
-	VMOVUPS      64(CX)(DX*2), Z8
+	VMOVUPS      128(CX)(DX*1), Z8
 	VMULPS       Z0, Z8, Z8
-	VMOVUPS      128(CX)(DX*2), Z9
+	VBROADCASTSS 1032(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*2), Z9
 	VMULPS       Z0, Z9, Z9
-	VBROADCASTSS 1036(AX)(SI*4), Z0
-	VMOVUPS      (DI)(DX*1), Z10
+	VMOVUPS      64(CX)(DX*2), Z10
 	VMULPS       Z0, Z10, Z10
-	VMOVUPS      64(DI)(DX*1), Z11
+	VMOVUPS      128(CX)(DX*2), Z11
 	VMULPS       Z0, Z11, Z11
-	VMOVUPS      128(DI)(DX*1), Z12
+	VBROADCASTSS 1036(AX)(SI*4), Z0
+	VMOVUPS      (DI)(DX*1), Z12
 	VMULPS       Z0, Z12, Z12
+	VMOVUPS      64(DI)(DX*1), Z13
+	VMULPS       Z0, Z13, Z13
+	VMOVUPS      128(DI)(DX*1), Z14
+	VMULPS       Z0, Z14, Z14
 	MOVQ         56(SP), R9
 	MOVQ         24(SP), R10
 	MOVQ         8(SP), R8
@@ -80601,8 +79429,8 @@ rows4_vecs3_whole:
 	MOVQ         136(SP), SI
 	ADDQ         R8, SI
 	VMOVDQU32    constsAVX512<>+2368(SB), Z0
-	VMOVDQU32    constsAVX512<>+2816(SB), Z13
-	VMOVDQU32    constsAVX512<>+2880(SB), Z14
+	VMOVDQU32    constsAVX512<>+2816(SB), Z15
+	VMOVDQU32    constsAVX512<>+2880(SB), Z16
 
 rows4_vecs3_whole_keys:
 	CMPQ       SI, R8
@@ -80610,44 +79438,44 @@ rows4_vecs3_whole_keys:
 	PREFETCHT1 (SI)
 
 rows4_vecs3_whole_keys_fetched:
-	VPMOVZXBD        (R8), Z15
-	VPSRLD           $0x04, Z15, Z16
-	VPORD            Z13, Z16, Z16
-	VSUBPS           Z14, Z16, Z16
-	VPTERNLOGD       $0xea, Z13, Z0, Z15
-	VSUBPS           Z14, Z15, Z15
-	VPMOVZXBD        16(R8), Z17
-	VPTERNLOGD       $0xea, Z13, Z0, Z17
-	VSUBPS           Z14, Z17, Z17
-	VFMADD231PS.BCST (BX), Z15, Z1
-	VFMADD231PS.BCST 64(BX), Z15, Z4
-	VFMADD231PS.BCST 128(BX), Z15, Z7
-	VFMADD231PS.BCST 192(BX), Z15, Z10
-	VFMADD231PS.BCST (BX), Z16, Z2
-	VFMADD231PS.BCST 64(BX), Z16, Z5
-	VFMADD231PS.BCST 128(BX), Z16, Z8
-	VFMADD231PS.BCST 192(BX), Z16, Z11
-	VFMADD231PS.BCST 1024(BX), Z17, Z3
-	VFMADD231PS.BCST 1088(BX), Z17, Z6
-	VFMADD231PS.BCST 1152(BX), Z17, Z9
-	VFMADD231PS.BCST 1216(BX), Z17, Z12
+	VPMOVZXBD        (R8), Z17
+	VPSRLD           $0x04, Z17, Z18
+	VPORD            Z15, Z18, Z18
+	VSUBPS           Z16, Z18, Z18
+	VPTERNLOGD       $0xea, Z15, Z0, Z17
+	VSUBPS           Z16, Z17, Z17
+	VPMOVZXBD        16(R8), Z19
+	VPTERNLOGD       $0xea, Z15, Z0, Z19
+	VSUBPS           Z16, Z19, Z19
+	VFMADD231PS.BCST (BX), Z17, Z1
+	VFMADD231PS.BCST 64(BX), Z17, Z6
+	VFMADD231PS.BCST 128(BX), Z17, Z9
+	VFMADD231PS.BCST 192(BX), Z17, Z12
+	VFMADD231PS.BCST (BX), Z18, Z4
+	VFMADD231PS.BCST 64(BX), Z18, Z7
+	VFMADD231PS.BCST 128(BX), Z18, Z10
+	VFMADD231PS.BCST 192(BX), Z18, Z13
+	VFMADD231PS.BCST 1024(BX), Z19, Z5
+	VFMADD231PS.BCST 1088(BX), Z19, Z8
+	VFMADD231PS.BCST 1152(BX), Z19, Z11
+	VFMADD231PS.BCST 1216(BX), Z19, Z14
 	ADDQ             R9, R8
 	ADDQ             R9, SI
 	ADDQ             $0x04, BX
 	DECQ             R10
 	JNZ              rows4_vecs3_whole_keys
 	VMOVUPS          Z1, (CX)
-	VMOVUPS          Z2, 64(CX)
-	VMOVUPS          Z3, 128(CX)
-	VMOVUPS          Z4, (CX)(DX*1)
-	VMOVUPS          Z5, 64(CX)(DX*1)
-	VMOVUPS          Z6, 128(CX)(DX*1)
-	VMOVUPS          Z7, (CX)(DX*2)
-	VMOVUPS          Z8, 64(CX)(DX*2)
-	VMOVUPS          Z9, 128(CX)(DX*2)
-	VMOVUPS          Z10, (DI)(DX*1)
-	VMOVUPS          Z11, 64(DI)(DX*1)
-	VMOVUPS          Z12, 128(DI)(DX*1)
+	VMOVUPS          Z4, 64(CX)
+	VMOVUPS          Z5, 128(CX)
+	VMOVUPS          Z6, (CX)(DX*1)
+	VMOVUPS          Z7, 64(CX)(DX*1)
+	VMOVUPS          Z8, 128(CX)(DX*1)
+	VMOVUPS          Z9, (CX)(DX*2)
+	VMOVUPS          Z10, 64(CX)(DX*2)
+	VMOVUPS          Z11, 128(CX)(DX*2)
+	VMOVUPS          Z12, (DI)(DX*1)
+	VMOVUPS          Z13, 64(DI)(DX*1)
+	VMOVUPS          Z14, 128(DI)(DX*1)
 	ADDQ             $0x03, 120(SP)
 	JMP              panelnext
 
@@ -80665,31 +79493,31 @@ rows4_vecs3_masked:
 	VBROADCASTSS 1024(AX)(SI*4), Z0
 	VMOVUPS      (CX), Z1
 	VMULPS       Z0, Z1, Z1
-	VMOVUPS      64(CX), Z2
-	VMULPS       Z0, Z2, Z2
-	VMOVUPS.Z    128(CX), K1, Z3
-	VMULPS       Z0, Z3, Z3
-	VBROADCASTSS 1028(AX)(SI*4), Z0
-	VMOVUPS      (CX)(DX*1), Z4
+	VMOVUPS      64(CX), Z4
 	VMULPS       Z0, Z4, Z4
-	VMOVUPS      64(CX)(DX*1), Z5
+	VMOVUPS.Z    128(CX), K1, Z5
 	VMULPS       Z0, Z5, Z5
-	VMOVUPS.Z    128(CX)(DX*1), K1, Z6
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z6
 	VMULPS       Z0, Z6, Z6
-	VBROADCASTSS 1032(AX)(SI*4), Z0
-	VMOVUPS      (CX)(DX*2), Z7
+	VMOVUPS      64(CX)(DX*1), Z7
 	VMULPS       Z0, Z7, Z7
-	VMOVUPS      64(CX)(DX*2), Z8
+	VMOVUPS.Z    128(CX)(DX*1), K1, Z8
 	VMULPS       Z0, Z8, Z8
-	VMOVUPS.Z    128(CX)(DX*2), K1, Z9
+	VBROADCASTSS 1032(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*2), Z9
 	VMULPS       Z0, Z9, Z9
-	VBROADCASTSS 1036(AX)(SI*4), Z0
-	VMOVUPS      (DI)(DX*1), Z10
+	VMOVUPS      64(CX)(DX*2), Z10
 	VMULPS       Z0, Z10, Z10
-	VMOVUPS      64(DI)(DX*1), Z11
+	VMOVUPS.Z    128(CX)(DX*2), K1, Z11
 	VMULPS       Z0, Z11, Z11
-	VMOVUPS.Z    128(DI)(DX*1), K1, Z12
+	VBROADCASTSS 1036(AX)(SI*4), Z0
+	VMOVUPS      (DI)(DX*1), Z12
 	VMULPS       Z0, Z12, Z12
+	VMOVUPS      64(DI)(DX*1), Z13
+	VMULPS       Z0, Z13, Z13
+	VMOVUPS.Z    128(DI)(DX*1), K1, Z14
+	VMULPS       Z0, Z14, Z14
 	MOVQ         56(SP), R9
 	MOVQ         24(SP), R10
 	MOVQ         8(SP), R8
@@ -80713,8 +79541,8 @@ rows4_vecs3_masked:
 	MOVQ         136(SP), SI
 	ADDQ         R8, SI
 	VMOVDQU32    constsAVX512<>+2368(SB), Z0
-	VMOVDQU32    constsAVX512<>+2816(SB), Z13
-	VMOVDQU32    constsAVX512<>+2880(SB), Z14
+	VMOVDQU32    constsAVX512<>+2816(SB), Z15
+	VMOVDQU32    constsAVX512<>+2880(SB), Z16
 
 rows4_vecs3_masked_keys:
 	CMPQ       SI, R8
@@ -80722,44 +79550,44 @@ rows4_vecs3_masked_keys:
 	PREFETCHT1 (SI)
 
 rows4_vecs3_masked_keys_fetched:
-	VPMOVZXBD        (R8), Z15
-	VPSRLD           $0x04, Z15, Z16
-	VPORD            Z13, Z16, Z16
-	VSUBPS           Z14, Z16, Z16
-	VPTERNLOGD       $0xea, Z13, Z0, Z15
-	VSUBPS           Z14, Z15, Z15
-	VPMOVZXBD        16(R8), Z17
-	VPTERNLOGD       $0xea, Z13, Z0, Z17
-	VSUBPS           Z14, Z17, Z17
-	VFMADD231PS.BCST (BX), Z15, Z1
-	VFMADD231PS.BCST 64(BX), Z15, Z4
-	VFMADD231PS.BCST 128(BX), Z15, Z7
-	VFMADD231PS.BCST 192(BX), Z15, Z10
-	VFMADD231PS.BCST (BX), Z16, Z2
-	VFMADD231PS.BCST 64(BX), Z16, Z5
-	VFMADD231PS.BCST 128(BX), Z16, Z8
-	VFMADD231PS.BCST 192(BX), Z16, Z11
-	VFMADD231PS.BCST 1024(BX), Z17, Z3
-	VFMADD231PS.BCST 1088(BX), Z17, Z6
-	VFMADD231PS.BCST 1152(BX), Z17, Z9
-	VFMADD231PS.BCST 1216(BX), Z17, Z12
+	VPMOVZXBD        (R8), Z17
+	VPSRLD           $0x04, Z17, Z18
+	VPORD            Z15, Z18, Z18
+	VSUBPS           Z16, Z18, Z18
+	VPTERNLOGD       $0xea, Z15, Z0, Z17
+	VSUBPS           Z16, Z17, Z17
+	VPMOVZXBD        16(R8), Z19
+	VPTERNLOGD       $0xea, Z15, Z0, Z19
+	VSUBPS           Z16, Z19, Z19
+	VFMADD231PS.BCST (BX), Z17, Z1
+	VFMADD231PS.BCST 64(BX), Z17, Z6
+	VFMADD231PS.BCST 128(BX), Z17, Z9
+	VFMADD231PS.BCST 192(BX), Z17, Z12
+	VFMADD231PS.BCST (BX), Z18, Z4
+	VFMADD231PS.BCST 64(BX), Z18, Z7
+	VFMADD231PS.BCST 128(BX), Z18, Z10
+	VFMADD231PS.BCST 192(BX), Z18, Z13
+	VFMADD231PS.BCST 1024(BX), Z19, Z5
+	VFMADD231PS.BCST 1088(BX), Z19, Z8
+	VFMADD231PS.BCST 1152(BX), Z19, Z11
+	VFMADD231PS.BCST 1216(BX), Z19, Z14
 	ADDQ             R9, R8
 	ADDQ             R9, SI
 	ADDQ             $0x04, BX
 	DECQ             R10
 	JNZ              rows4_vecs3_masked_keys
 	VMOVUPS          Z1, (CX)
-	VMOVUPS          Z2, 64(CX)
-	VMOVUPS          Z3, K1, 128(CX)
-	VMOVUPS          Z4, (CX)(DX*1)
-	VMOVUPS          Z5, 64(CX)(DX*1)
-	VMOVUPS          Z6, K1, 128(CX)(DX*1)
-	VMOVUPS          Z7, (CX)(DX*2)
-	VMOVUPS          Z8, 64(CX)(DX*2)
-	VMOVUPS          Z9, K1, 128(CX)(DX*2)
-	VMOVUPS          Z10, (DI)(DX*1)
-	VMOVUPS          Z11, 64(DI)(DX*1)
-	VMOVUPS          Z12, K1, 128(DI)(DX*1)
+	VMOVUPS          Z4, 64(CX)
+	VMOVUPS          Z5, K1, 128(CX)
+	VMOVUPS          Z6, (CX)(DX*1)
+	VMOVUPS          Z7, 64(CX)(DX*1)
+	VMOVUPS          Z8, K1, 128(CX)(DX*1)
+	VMOVUPS          Z9, (CX)(DX*2)
+	VMOVUPS          Z10, 64(CX)(DX*2)
+	VMOVUPS          Z11, K1, 128(CX)(DX*2)
+	VMOVUPS          Z12, (DI)(DX*1)
+	VMOVUPS          Z13, 64(DI)(DX*1)
+	VMOVUPS          Z14, K1, 128(DI)(DX*1)
 	ADDQ             $0x03, 120(SP)
 	JMP              panelnext
 
@@ -80777,23 +79605,23 @@ rows4_vecs2_whole:
 	VBROADCASTSS 1024(AX)(SI*4), Z0
 	VMOVUPS      (CX), Z1
 	VMULPS       Z0, Z1, Z1
-	VMOVUPS      64(CX), Z2
-	VMULPS       Z0, Z2, Z2
-	VBROADCASTSS 1028(AX)(SI*4), Z0
-	VMOVUPS      (CX)(DX*1), Z3
-	VMULPS       Z0, Z3, Z3
-	VMOVUPS      64(CX)(DX*1), Z4
+	VMOVUPS      64(CX), Z4
 	VMULPS       Z0, Z4, Z4
-	VBROADCASTSS 1032(AX)(SI*4), Z0
-	VMOVUPS      (CX)(DX*2), Z5
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z5
 	VMULPS       Z0, Z5, Z5
-	VMOVUPS      64(CX)(DX*2), Z6
+	VMOVUPS      64(CX)(DX*1), Z6
 	VMULPS       Z0, Z6, Z6
-	VBROADCASTSS 1036(AX)(SI*4), Z0
-	VMOVUPS      (DI)(DX*1), Z7
+	VBROADCASTSS 1032(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*2), Z7
 	VMULPS       Z0, Z7, Z7
-	VMOVUPS      64(DI)(DX*1), Z8
+	VMOVUPS      64(CX)(DX*2), Z8
 	VMULPS       Z0, Z8, Z8
+	VBROADCASTSS 1036(AX)(SI*4), Z0
+	VMOVUPS      (DI)(DX*1), Z9
+	VMULPS       Z0, Z9, Z9
+	VMOVUPS      64(DI)(DX*1), Z10
+	VMULPS       Z0, Z10, Z10
 	MOVQ         56(SP), R9
 	MOVQ         24(SP), R10
 	MOVQ         8(SP), R8
@@ -80817,8 +79645,8 @@ rows4_vecs2_whole:
 	MOVQ         136(SP), SI
 	ADDQ         R8, SI
 	VMOVDQU32    constsAVX512<>+2368(SB), Z0
-	VMOVDQU32    constsAVX512<>+2816(SB), Z9
-	VMOVDQU32    constsAVX512<>+2880(SB), Z10
+	VMOVDQU32    constsAVX512<>+2816(SB), Z11
+	VMOVDQU32    constsAVX512<>+2880(SB), Z12
 
 rows4_vecs2_whole_keys:
 	CMPQ       SI, R8
@@ -80826,33 +79654,33 @@ rows4_vecs2_whole_keys:
 	PREFETCHT1 (SI)
 
 rows4_vecs2_whole_keys_fetched:
-	VPMOVZXBD        (R8), Z11
-	VPSRLD           $0x04, Z11, Z12
-	VPORD            Z9, Z12, Z12
-	VSUBPS           Z10, Z12, Z12
-	VPTERNLOGD       $0xea, Z9, Z0, Z11
-	VSUBPS           Z10, Z11, Z11
-	VFMADD231PS.BCST (BX), Z11, Z1
-	VFMADD231PS.BCST 64(BX), Z11, Z3
-	VFMADD231PS.BCST 128(BX), Z11, Z5
-	VFMADD231PS.BCST 192(BX), Z11, Z7
-	VFMADD231PS.BCST (BX), Z12, Z2
-	VFMADD231PS.BCST 64(BX), Z12, Z4
-	VFMADD231PS.BCST 128(BX), Z12, Z6
-	VFMADD231PS.BCST 192(BX), Z12, Z8
+	VPMOVZXBD        (R8), Z13
+	VPSRLD           $0x04, Z13, Z14
+	VPORD            Z11, Z14, Z14
+	VSUBPS           Z12, Z14, Z14
+	VPTERNLOGD       $0xea, Z11, Z0, Z13
+	VSUBPS           Z12, Z13, Z13
+	VFMADD231PS.BCST (BX), Z13, Z1
+	VFMADD231PS.BCST 64(BX), Z13, Z5
+	VFMADD231PS.BCST 128(BX), Z13, Z7
+	VFMADD231PS.BCST 192(BX), Z13, Z9
+	VFMADD231PS.BCST (BX), Z14, Z4
+	VFMADD231PS.BCST 64(BX), Z14, Z6
+	VFMADD231PS.BCST 128(BX), Z14, Z8
+	VFMADD231PS.BCST 192(BX), Z14, Z10
 	ADDQ             R9, R8
 	ADDQ             R9, SI
 	ADDQ             $0x04, BX
 	DECQ             R10
 	JNZ              rows4_vecs2_whole_keys
 	VMOVUPS          Z1, (CX)
-	VMOVUPS          Z2, 64(CX)
-	VMOVUPS          Z3, (CX)(DX*1)
-	VMOVUPS          Z4, 64(CX)(DX*1)
-	VMOVUPS          Z5, (CX)(DX*2)
-	VMOVUPS          Z6, 64(CX)(DX*2)
-	VMOVUPS          Z7, (DI)(DX*1)
-	VMOVUPS          Z8, 64(DI)(DX*1)
+	VMOVUPS          Z4, 64(CX)
+	VMOVUPS          Z5, (CX)(DX*1)
+	VMOVUPS          Z6, 64(CX)(DX*1)
+	VMOVUPS          Z7, (CX)(DX*2)
+	VMOVUPS          Z8, 64(CX)(DX*2)
+	VMOVUPS          Z9, (DI)(DX*1)
+	VMOVUPS          Z10, 64(DI)(DX*1)
 	ADDQ             $0x02, 120(SP)
 	JMP              panelnext
 
@@ -80870,23 +79698,23 @@ rows4_vecs2_masked:
 	VBROADCASTSS 1024(AX)(SI*4), Z0
 	VMOVUPS      (CX), Z1
 	VMULPS       Z0, Z1, Z1
-	VMOVUPS.Z    64(CX), K1, Z2
-	VMULPS       Z0, Z2, Z2
-	VBROADCASTSS 1028(AX)(SI*4), Z0
-	VMOVUPS      (CX)(DX*1), Z3
-	VMULPS       Z0, Z3, Z3
-	VMOVUPS.Z    64(CX)(DX*1), K1, Z4
+	VMOVUPS.Z    64(CX), K1, Z4
 	VMULPS       Z0, Z4, Z4
-	VBROADCASTSS 1032(AX)(SI*4), Z0
-	VMOVUPS      (CX)(DX*2), Z5
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z5
 	VMULPS       Z0, Z5, Z5
-	VMOVUPS.Z    64(CX)(DX*2), K1, Z6
+	VMOVUPS.Z    64(CX)(DX*1), K1, Z6
 	VMULPS       Z0, Z6, Z6
-	VBROADCASTSS 1036(AX)(SI*4), Z0
-	VMOVUPS      (DI)(DX*1), Z7
+	VBROADCASTSS 1032(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*2), Z7
 	VMULPS       Z0, Z7, Z7
-	VMOVUPS.Z    64(DI)(DX*1), K1, Z8
+	VMOVUPS.Z    64(CX)(DX*2), K1, Z8
 	VMULPS       Z0, Z8, Z8
+	VBROADCASTSS 1036(AX)(SI*4), Z0
+	VMOVUPS      (DI)(DX*1), Z9
+	VMULPS       Z0, Z9, Z9
+	VMOVUPS.Z    64(DI)(DX*1), K1, Z10
+	VMULPS       Z0, Z10, Z10
 	MOVQ         56(SP), R9
 	MOVQ         24(SP), R10
 	MOVQ         8(SP), R8
@@ -80910,8 +79738,8 @@ rows4_vecs2_masked:
 	MOVQ         136(SP), SI
 	ADDQ         R8, SI
 	VMOVDQU32    constsAVX512<>+2368(SB), Z0
-	VMOVDQU32    constsAVX512<>+2816(SB), Z9
-	VMOVDQU32    constsAVX512<>+2880(SB), Z10
+	VMOVDQU32    constsAVX512<>+2816(SB), Z11
+	VMOVDQU32    constsAVX512<>+2880(SB), Z12
 
 rows4_vecs2_masked_keys:
 	CMPQ       SI, R8
@@ -80919,33 +79747,33 @@ rows4_vecs2_masked_keys:
 	PREFETCHT1 (SI)
 
 rows4_vecs2_masked_keys_fetched:
-	VPMOVZXBD        (R8), Z11
-	VPSRLD           $0x04, Z11, Z12
-	VPORD            Z9, Z12, Z12
-	VSUBPS           Z10, Z12, Z12
-	VPTERNLOGD       $0xea, Z9, Z0, Z11
-	VSUBPS           Z10, Z11, Z11
-	VFMADD231PS.BCST (BX), Z11, Z1
-	VFMADD231PS.BCST 64(BX), Z11, Z3
-	VFMADD231PS.BCST 128(BX), Z11, Z5
-	VFMADD231PS.BCST 192(BX), Z11, Z7
-	VFMADD231PS.BCST (BX), Z12, Z2
-	VFMADD231PS.BCST 64(BX), Z12, Z4
-	VFMADD231PS.BCST 128(BX), Z12, Z6
-	VFMADD231PS.BCST 192(BX), Z12, Z8
+	VPMOVZXBD        (R8), Z13
+	VPSRLD           $0x04, Z13, Z14
+	VPORD            Z11, Z14, Z14
+	VSUBPS           Z12, Z14, Z14
+	VPTERNLOGD       $0xea, Z11, Z0, Z13
+	VSUBPS           Z12, Z13, Z13
+	VFMADD231PS.BCST (BX), Z13, Z1
+	VFMADD231PS.BCST 64(BX), Z13, Z5
+	VFMADD231PS.BCST 128(BX), Z13, Z7
+	VFMADD231PS.BCST 192(BX), Z13, Z9
+	VFMADD231PS.BCST (BX), Z14, Z4
+	VFMADD231PS.BCST 64(BX), Z14, Z6
+	VFMADD231PS.BCST 128(BX), Z14, Z8
+	VFMADD231PS.BCST 192(BX), Z14, Z10
 	ADDQ             R9, R8
 	ADDQ             R9, SI
 	ADDQ             $0x04, BX
 	DECQ             R10
 	JNZ              rows4_vecs2_masked_keys
 	VMOVUPS          Z1, (CX)
-	VMOVUPS          Z2, K1, 64(CX)
-	VMOVUPS          Z3, (CX)(DX*1)
-	VMOVUPS          Z4, K1, 64(CX)(DX*1)
-	VMOVUPS          Z5, (CX)(DX*2)
-	VMOVUPS          Z6, K1, 64(CX)(DX*2)
-	VMOVUPS          Z7, (DI)(DX*1)
-	VMOVUPS          Z8, K1, 64(DI)(DX*1)
+	VMOVUPS          Z4, K1, 64(CX)
+	VMOVUPS          Z5, (CX)(DX*1)
+	VMOVUPS          Z6, K1, 64(CX)(DX*1)
+	VMOVUPS          Z7, (CX)(DX*2)
+	VMOVUPS          Z8, K1, 64(CX)(DX*2)
+	VMOVUPS          Z9, (DI)(DX*1)
+	VMOVUPS          Z10, K1, 64(DI)(DX*1)
 	ADDQ             $0x02, 120(SP)
 	JMP              panelnext
 
@@ -80964,14 +79792,14 @@ rows4_vecs1_whole:
 	VMOVUPS      (CX), Z1
 	VMULPS       Z0, Z1, Z1
 	VBROADCASTSS 1028(AX)(SI*4), Z0
-	VMOVUPS      (CX)(DX*1), Z2
-	VMULPS       Z0, Z2, Z2
-	VBROADCASTSS 1032(AX)(SI*4), Z0
-	VMOVUPS      (CX)(DX*2), Z3
-	VMULPS       Z0, Z3, Z3
-	VBROADCASTSS 1036(AX)(SI*4), Z0
-	VMOVUPS      (DI)(DX*1), Z4
+	VMOVUPS      (CX)(DX*1), Z4
 	VMULPS       Z0, Z4, Z4
+	VBROADCASTSS 1032(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*2), Z5
+	VMULPS       Z0, Z5, Z5
+	VBROADCASTSS 1036(AX)(SI*4), Z0
+	VMOVUPS      (DI)(DX*1), Z6
+	VMULPS       Z0, Z6, Z6
 	MOVQ         56(SP), R9
 	MOVQ         24(SP), R10
 	MOVQ         8(SP), R8
@@ -80995,8 +79823,8 @@ rows4_vecs1_whole:
 	MOVQ         136(SP), SI
 	ADDQ         R8, SI
 	VMOVDQU32    constsAVX512<>+2368(SB), Z0
-	VMOVDQU32    constsAVX512<>+2816(SB), Z5
-	VMOVDQU32    constsAVX512<>+2880(SB), Z6
+	VMOVDQU32    constsAVX512<>+2816(SB), Z7
+	VMOVDQU32    constsAVX512<>+2880(SB), Z8
 
 rows4_vecs1_whole_keys:
 	CMPQ       SI, R8
@@ -81004,22 +79832,22 @@ rows4_vecs1_whole_keys:
 	PREFETCHT1 (SI)
 
 rows4_vecs1_whole_keys_fetched:
-	VPMOVZXBD        (R8), Z7
-	VPTERNLOGD       $0xea, Z5, Z0, Z7
-	VSUBPS           Z6, Z7, Z7
-	VFMADD231PS.BCST (BX), Z7, Z1
-	VFMADD231PS.BCST 64(BX), Z7, Z2
-	VFMADD231PS.BCST 128(BX), Z7, Z3
-	VFMADD231PS.BCST 192(BX), Z7, Z4
+	VPMOVZXBD        (R8), Z9
+	VPTERNLOGD       $0xea, Z7, Z0, Z9
+	VSUBPS           Z8, Z9, Z9
+	VFMADD231PS.BCST (BX), Z9, Z1
+	VFMADD231PS.BCST 64(BX), Z9, Z4
+	VFMADD231PS.BCST 128(BX), Z9, Z5
+	VFMADD231PS.BCST 192(BX), Z9, Z6
 	ADDQ             R9, R8
 	ADDQ             R9, SI
 	ADDQ             $0x04, BX
 	DECQ             R10
 	JNZ              rows4_vecs1_whole_keys
 	VMOVUPS          Z1, (CX)
-	VMOVUPS          Z2, (CX)(DX*1)
-	VMOVUPS          Z3, (CX)(DX*2)
-	VMOVUPS          Z4, (DI)(DX*1)
+	VMOVUPS          Z4, (CX)(DX*1)
+	VMOVUPS          Z5, (CX)(DX*2)
+	VMOVUPS          Z6, (DI)(DX*1)
 	ADDQ             $0x01, 120(SP)
 	JMP              panelnext
 
@@ -81038,14 +79866,14 @@ rows4_vecs1_masked:
 	VMOVUPS.Z    (CX), K1, Z1
 	VMULPS       Z0, Z1, Z1
 	VBROADCASTSS 1028(AX)(SI*4), Z0
-	VMOVUPS.Z    (CX)(DX*1), K1, Z2
-	VMULPS       Z0, Z2, Z2
-	VBROADCASTSS 1032(AX)(SI*4), Z0
-	VMOVUPS.Z    (CX)(DX*2), K1, Z3
-	VMULPS       Z0, Z3, Z3
-	VBROADCASTSS 1036(AX)(SI*4), Z0
-	VMOVUPS.Z    (DI)(DX*1), K1, Z4
+	VMOVUPS.Z    (CX)(DX*1), K1, Z4
 	VMULPS       Z0, Z4, Z4
+	VBROADCASTSS 1032(AX)(SI*4), Z0
+	VMOVUPS.Z    (CX)(DX*2), K1, Z5
+	VMULPS       Z0, Z5, Z5
+	VBROADCASTSS 1036(AX)(SI*4), Z0
+	VMOVUPS.Z    (DI)(DX*1), K1, Z6
+	VMULPS       Z0, Z6, Z6
 	MOVQ         56(SP), R9
 	MOVQ         24(SP), R10
 	MOVQ         8(SP), R8
@@ -81069,8 +79897,8 @@ rows4_vecs1_masked:
 	MOVQ         136(SP), SI
 	ADDQ         R8, SI
 	VMOVDQU32    constsAVX512<>+2368(SB), Z0
-	VMOVDQU32    constsAVX512<>+2816(SB), Z5
-	VMOVDQU32    constsAVX512<>+2880(SB), Z6
+	VMOVDQU32    constsAVX512<>+2816(SB), Z7
+	VMOVDQU32    constsAVX512<>+2880(SB), Z8
 
 rows4_vecs1_masked_keys:
 	CMPQ       SI, R8
@@ -81078,22 +79906,22 @@ rows4_vecs1_masked_keys:
 	PREFETCHT1 (SI)
 
 rows4_vecs1_masked_keys_fetched:
-	VPMOVZXBD        (R8), Z7
-	VPTERNLOGD       $0xea, Z5, Z0, Z7
-	VSUBPS           Z6, Z7, Z7
-	VFMADD231PS.BCST (BX), Z7, Z1
-	VFMADD231PS.BCST 64(BX), Z7, Z2
-	VFMADD231PS.BCST 128(BX), Z7, Z3
-	VFMADD231PS.BCST 192(BX), Z7, Z4
+	VPMOVZXBD        (R8), Z9
+	VPTERNLOGD       $0xea, Z7, Z0, Z9
+	VSUBPS           Z8, Z9, Z9
+	VFMADD231PS.BCST (BX), Z9, Z1
+	VFMADD231PS.BCST 64(BX), Z9, Z4
+	VFMADD231PS.BCST 128(BX), Z9, Z5
+	VFMADD231PS.BCST 192(BX), Z9, Z6
 	ADDQ             R9, R8
 	ADDQ             R9, SI
 	ADDQ             $0x04, BX
 	DECQ             R10
 	JNZ              rows4_vecs1_masked_keys
 	VMOVUPS          Z1, K1, (CX)
-	VMOVUPS          Z2, K1, (CX)(DX*1)
-	VMOVUPS          Z3, K1, (CX)(DX*2)
-	VMOVUPS          Z4, K1, (DI)(DX*1)
+	VMOVUPS          Z4, K1, (CX)(DX*1)
+	VMOVUPS          Z5, K1, (CX)(DX*2)
+	VMOVUPS          Z6, K1, (DI)(DX*1)
 	ADDQ             $0x01, 120(SP)
 	JMP              panelnext
 
@@ -81110,30 +79938,30 @@ rows3_vecs4_whole:
 	VBROADCASTSS 1024(AX)(SI*4), Z0
 	VMOVUPS      (CX), Z1
 	VMULPS       Z0, Z1, Z1
-	VMOVUPS      64(CX), Z2
-	VMULPS       Z0, Z2, Z2
-	VMOVUPS      128(CX), Z3
-	VMULPS       Z0, Z3, Z3
-	VMOVUPS      192(CX), Z4
+	VMOVUPS      64(CX), Z4
 	VMULPS       Z0, Z4, Z4
-	VBROADCASTSS 1028(AX)(SI*4), Z0
-	VMOVUPS      (CX)(DX*1), Z5
+	VMOVUPS      128(CX), Z5
 	VMULPS       Z0, Z5, Z5
-	VMOVUPS      64(CX)(DX*1), Z6
+	VMOVUPS      192(CX), Z6
 	VMULPS       Z0, Z6, Z6
-	VMOVUPS      128(CX)(DX*1), Z7
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z7
 	VMULPS       Z0, Z7, Z7
-	VMOVUPS      192(CX)(DX*1), Z8
+	VMOVUPS      64(CX)(DX*1), Z8
 	VMULPS       Z0, Z8, Z8
-	VBROADCASTSS 1032(AX)(SI*4), Z0
-	VMOVUPS      (CX)(DX*2), Z9
+	VMOVUPS      128(CX)(DX*1), Z9
 	VMULPS       Z0, Z9, Z9
-	VMOVUPS      64(CX)(DX*2), Z10
+	VMOVUPS      192(CX)(DX*1), Z10
 	VMULPS       Z0, Z10, Z10
-	VMOVUPS      128(CX)(DX*2), Z11
+	VBROADCASTSS 1032(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*2), Z11
 	VMULPS       Z0, Z11, Z11
-	VMOVUPS      192(CX)(DX*2), Z12
+	VMOVUPS      64(CX)(DX*2), Z12
 	VMULPS       Z0, Z12, Z12
+	VMOVUPS      128(CX)(DX*2), Z13
+	VMULPS       Z0, Z13, Z13
+	VMOVUPS      192(CX)(DX*2), Z14
+	VMULPS       Z0, Z14, Z14
 	MOVQ         56(SP), R8
 	MOVQ         24(SP), R9
 	MOVQ         8(SP), DI
@@ -81157,8 +79985,8 @@ rows3_vecs4_whole:
 	MOVQ         136(SP), SI
 	ADDQ         DI, SI
 	VMOVDQU32    constsAVX512<>+2368(SB), Z0
-	VMOVDQU32    constsAVX512<>+2816(SB), Z13
-	VMOVDQU32    constsAVX512<>+2880(SB), Z14
+	VMOVDQU32    constsAVX512<>+2816(SB), Z15
+	VMOVDQU32    constsAVX512<>+2880(SB), Z16
 
 rows3_vecs4_whole_keys:
 	CMPQ       SI, DI
@@ -81166,47 +79994,47 @@ rows3_vecs4_whole_keys:
 	PREFETCHT1 (SI)
 
 rows3_vecs4_whole_keys_fetched:
-	VPMOVZXBD        (DI), Z15
-	VPSRLD           $0x04, Z15, Z16
-	VPORD            Z13, Z16, Z16
-	VSUBPS           Z14, Z16, Z16
-	VPTERNLOGD       $0xea, Z13, Z0, Z15
-	VSUBPS           Z14, Z15, Z15
-	VPMOVZXBD        16(DI), Z17
+	VPMOVZXBD        (DI), Z17
 	VPSRLD           $0x04, Z17, Z18
-	VPORD            Z13, Z18, Z18
-	VSUBPS           Z14, Z18, Z18
-	VPTERNLOGD       $0xea, Z13, Z0, Z17
-	VSUBPS           Z14, Z17, Z17
-	VFMADD231PS.BCST (BX), Z15, Z1
-	VFMADD231PS.BCST 64(BX), Z15, Z5
-	VFMADD231PS.BCST 128(BX), Z15, Z9
-	VFMADD231PS.BCST (BX), Z16, Z2
-	VFMADD231PS.BCST 64(BX), Z16, Z6
-	VFMADD231PS.BCST 128(BX), Z16, Z10
-	VFMADD231PS.BCST 1024(BX), Z17, Z3
-	VFMADD231PS.BCST 1088(BX), Z17, Z7
-	VFMADD231PS.BCST 1152(BX), Z17, Z11
-	VFMADD231PS.BCST 1024(BX), Z18, Z4
-	VFMADD231PS.BCST 1088(BX), Z18, Z8
-	VFMADD231PS.BCST 1152(BX), Z18, Z12
+	VPORD            Z15, Z18, Z18
+	VSUBPS           Z16, Z18, Z18
+	VPTERNLOGD       $0xea, Z15, Z0, Z17
+	VSUBPS           Z16, Z17, Z17
+	VPMOVZXBD        16(DI), Z19
+	VPSRLD           $0x04, Z19, Z20
+	VPORD            Z15, Z20, Z20
+	VSUBPS           Z16, Z20, Z20
+	VPTERNLOGD       $0xea, Z15, Z0, Z19
+	VSUBPS           Z16, Z19, Z19
+	VFMADD231PS.BCST (BX), Z17, Z1
+	VFMADD231PS.BCST 64(BX), Z17, Z7
+	VFMADD231PS.BCST 128(BX), Z17, Z11
+	VFMADD231PS.BCST (BX), Z18, Z4
+	VFMADD231PS.BCST 64(BX), Z18, Z8
+	VFMADD231PS.BCST 128(BX), Z18, Z12
+	VFMADD231PS.BCST 1024(BX), Z19, Z5
+	VFMADD231PS.BCST 1088(BX), Z19, Z9
+	VFMADD231PS.BCST 1152(BX), Z19, Z13
+	VFMADD231PS.BCST 1024(BX), Z20, Z6
+	VFMADD231PS.BCST 1088(BX), Z20, Z10
+	VFMADD231PS.BCST 1152(BX), Z20, Z14
 	ADDQ             R8, DI
 	ADDQ             R8, SI
 	ADDQ             $0x04, BX
 	DECQ             R9
 	JNZ              rows3_vecs4_whole_keys
 	VMOVUPS          Z1, (CX)
-	VMOVUPS          Z2, 64(CX)
-	VMOVUPS          Z3, 128(CX)
-	VMOVUPS          Z4, 192(CX)
-	VMOVUPS          Z5, (CX)(DX*1)
-	VMOVUPS          Z6, 64(CX)(DX*1)
-	VMOVUPS          Z7, 128(CX)(DX*1)
-	VMOVUPS          Z8, 192(CX)(DX*1)
-	VMOVUPS          Z9, (CX)(DX*2)
-	VMOVUPS          Z10, 64(CX)(DX*2)
-	VMOVUPS          Z11, 128(CX)(DX*2)
-	VMOVUPS          Z12, 192(CX)(DX*2)
+	VMOVUPS          Z4, 64(CX)
+	VMOVUPS          Z5, 128(CX)
+	VMOVUPS          Z6, 192(CX)
+	VMOVUPS          Z7, (CX)(DX*1)
+	VMOVUPS          Z8, 64(CX)(DX*1)
+	VMOVUPS          Z9, 128(CX)(DX*1)
+	VMOVUPS          Z10, 192(CX)(DX*1)
+	VMOVUPS          Z11, (CX)(DX*2)
+	VMOVUPS          Z12, 64(CX)(DX*2)
+	VMOVUPS          Z13, 128(CX)(DX*2)
+	VMOVUPS          Z14, 192(CX)(DX*2)
 	ADDQ             $0x04, 120(SP)
 	JMP              panelnext
 
@@ -81223,30 +80051,30 @@ rows3_vecs4_masked:
 	VBROADCASTSS 1024(AX)(SI*4), Z0
 	VMOVUPS      (CX), Z1
 	VMULPS       Z0, Z1, Z1
-	VMOVUPS      64(CX), Z2
-	VMULPS       Z0, Z2, Z2
-	VMOVUPS      128(CX), Z3
-	VMULPS       Z0, Z3, Z3
-	VMOVUPS.Z    192(CX), K1, Z4
+	VMOVUPS      64(CX), Z4
 	VMULPS       Z0, Z4, Z4
-	VBROADCASTSS 1028(AX)(SI*4), Z0
-	VMOVUPS      (CX)(DX*1), Z5
+	VMOVUPS      128(CX), Z5
 	VMULPS       Z0, Z5, Z5
-	VMOVUPS      64(CX)(DX*1), Z6
+	VMOVUPS.Z    192(CX), K1, Z6
 	VMULPS       Z0, Z6, Z6
-	VMOVUPS      128(CX)(DX*1), Z7
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z7
 	VMULPS       Z0, Z7, Z7
-	VMOVUPS.Z    192(CX)(DX*1), K1, Z8
+	VMOVUPS      64(CX)(DX*1), Z8
 	VMULPS       Z0, Z8, Z8
-	VBROADCASTSS 1032(AX)(SI*4), Z0
-	VMOVUPS      (CX)(DX*2), Z9
+	VMOVUPS      128(CX)(DX*1), Z9
 	VMULPS       Z0, Z9, Z9
-	VMOVUPS      64(CX)(DX*2), Z10
+	VMOVUPS.Z    192(CX)(DX*1), K1, Z10
 	VMULPS       Z0, Z10, Z10
-	VMOVUPS      128(CX)(DX*2), Z11
+	VBROADCASTSS 1032(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*2), Z11
 	VMULPS       Z0, Z11, Z11
-	VMOVUPS.Z    192(CX)(DX*2), K1, Z12
+	VMOVUPS      64(CX)(DX*2), Z12
 	VMULPS       Z0, Z12, Z12
+	VMOVUPS      128(CX)(DX*2), Z13
+	VMULPS       Z0, Z13, Z13
+	VMOVUPS.Z    192(CX)(DX*2), K1, Z14
+	VMULPS       Z0, Z14, Z14
 	MOVQ         56(SP), R8
 	MOVQ         24(SP), R9
 	MOVQ         8(SP), DI
@@ -81270,8 +80098,8 @@ rows3_vecs4_masked:
 	MOVQ         136(SP), SI
 	ADDQ         DI, SI
 	VMOVDQU32    constsAVX512<>+2368(SB), Z0
-	VMOVDQU32    constsAVX512<>+2816(SB), Z13
-	VMOVDQU32    constsAVX512<>+2880(SB), Z14
+	VMOVDQU32    constsAVX512<>+2816(SB), Z15
+	VMOVDQU32    constsAVX512<>+2880(SB), Z16
 
 rows3_vecs4_masked_keys:
 	CMPQ       SI, DI
@@ -81279,47 +80107,47 @@ rows3_vecs4_masked_keys:
 	PREFETCHT1 (SI)
 
 rows3_vecs4_masked_keys_fetched:
-	VPMOVZXBD        (DI), Z15
-	VPSRLD           $0x04, Z15, Z16
-	VPORD            Z13, Z16, Z16
-	VSUBPS           Z14, Z16, Z16
-	VPTERNLOGD       $0xea, Z13, Z0, Z15
-	VSUBPS           Z14, Z15, Z15
-	VPMOVZXBD        16(DI), Z17
+	VPMOVZXBD        (DI), Z17
 	VPSRLD           $0x04, Z17, Z18
-	VPORD            Z13, Z18, Z18
-	VSUBPS           Z14, Z18, Z18
-	VPTERNLOGD       $0xea, Z13, Z0, Z17
-	VSUBPS           Z14, Z17, Z17
-	VFMADD231PS.BCST (BX), Z15, Z1
-	VFMADD231PS.BCST 64(BX), Z15, Z5
-	VFMADD231PS.BCST 128(BX), Z15, Z9
-	VFMADD231PS.BCST (BX), Z16, Z2
-	VFMADD231PS.BCST 64(BX), Z16, Z6
-	VFMADD231PS.BCST 128(BX), Z16, Z10
-	VFMADD231PS.BCST 1024(BX), Z17, Z3
-	VFMADD231PS.BCST 1088(BX), Z17, Z7
-	VFMADD231PS.BCST 1152(BX), Z17, Z11
-	VFMADD231PS.BCST 1024(BX), Z18, Z4
-	VFMADD231PS.BCST 1088(BX), Z18, Z8
-	VFMADD231PS.BCST 1152(BX), Z18, Z12
+	VPORD            Z15, Z18, Z18
+	VSUBPS           Z16, Z18, Z18
+	VPTERNLOGD       $0xea, Z15, Z0, Z17
+	VSUBPS           Z16, Z17, Z17
+	VPMOVZXBD        16(DI), Z19
+	VPSRLD           $0x04, Z19, Z20
+	VPORD            Z15, Z20, Z20
+	VSUBPS           Z16, Z20, Z20
+	VPTERNLOGD       $0xea, Z15, Z0, Z19
+	VSUBPS           Z16, Z19, Z19
+	VFMADD231PS.BCST (BX), Z17, Z1
+	VFMADD231PS.BCST 64(BX), Z17, Z7
+	VFMADD231PS.BCST 128(BX), Z17, Z11
+	VFMADD231PS.BCST (BX), Z18, Z4
+	VFMADD231PS.BCST 64(BX), Z18, Z8
+	VFMADD231PS.BCST 128(BX), Z18, Z12
+	VFMADD231PS.BCST 1024(BX), Z19, Z5
+	VFMADD231PS.BCST 1088(BX), Z19, Z9
+	VFMADD231PS.BCST 1152(BX), Z19, Z13
+	VFMADD231PS.BCST 1024(BX), Z20, Z6
+	VFMADD231PS.BCST 1088(BX), Z20, Z10
+	VFMADD231PS.BCST 1152(BX), Z20, Z14
 	ADDQ             R8, DI
 	ADDQ             R8, SI
 	ADDQ             $0x04, BX
 	DECQ             R9
 	JNZ              rows3_vecs4_masked_keys
 	VMOVUPS          Z1, (CX)
-	VMOVUPS          Z2, 64(CX)
-	VMOVUPS          Z3, 128(CX)
-	VMOVUPS          Z4, K1, 192(CX)
-	VMOVUPS          Z5, (CX)(DX*1)
-	VMOVUPS          Z6, 64(CX)(DX*1)
-	VMOVUPS          Z7, 128(CX)(DX*1)
-	VMOVUPS          Z8, K1, 192(CX)(DX*1)
-	VMOVUPS          Z9, (CX)(DX*2)
-	VMOVUPS          Z10, 64(CX)(DX*2)
-	VMOVUPS          Z11, 128(CX)(DX*2)
-	VMOVUPS          Z12, K1, 192(CX)(DX*2)
+	VMOVUPS          Z4, 64(CX)
+	VMOVUPS          Z5, 128(CX)
+	VMOVUPS          Z6, K1, 192(CX)
+	VMOVUPS          Z7, (CX)(DX*1)
+	VMOVUPS          Z8, 64(CX)(DX*1)
+	VMOVUPS          Z9, 128(CX)(DX*1)
+	VMOVUPS          Z10, K1, 192(CX)(DX*1)
+	VMOVUPS          Z11, (CX)(DX*2)
+	VMOVUPS          Z12, 64(CX)(DX*2)
+	VMOVUPS          Z13, 128(CX)(DX*2)
+	VMOVUPS          Z14, K1, 192(CX)(DX*2)
 	ADDQ             $0x04, 120(SP)
 	JMP              panelnext
 
@@ -81336,24 +80164,24 @@ rows3_vecs3_whole:
 	VBROADCASTSS 1024(AX)(SI*4), Z0
 	VMOVUPS      (CX), Z1
 	VMULPS       Z0, Z1, Z1
-	VMOVUPS      64(CX), Z2
-	VMULPS       Z0, Z2, Z2
-	VMOVUPS      128(CX), Z3
-	VMULPS       Z0, Z3, Z3
-	VBROADCASTSS 1028(AX)(SI*4), Z0
-	VMOVUPS      (CX)(DX*1), Z4
+	VMOVUPS      64(CX), Z4
 	VMULPS       Z0, Z4, Z4
-	VMOVUPS      64(CX)(DX*1), Z5
+	VMOVUPS      128(CX), Z5
 	VMULPS       Z0, Z5, Z5
-	VMOVUPS      128(CX)(DX*1), Z6
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z6
 	VMULPS       Z0, Z6, Z6
-	VBROADCASTSS 1032(AX)(SI*4), Z0
-	VMOVUPS      (CX)(DX*2), Z7
+	VMOVUPS      64(CX)(DX*1), Z7
 	VMULPS       Z0, Z7, Z7
-	VMOVUPS      64(CX)(DX*2), Z8
+	VMOVUPS      128(CX)(DX*1), Z8
 	VMULPS       Z0, Z8, Z8
-	VMOVUPS      128(CX)(DX*2), Z9
+	VBROADCASTSS 1032(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*2), Z9
 	VMULPS       Z0, Z9, Z9
+	VMOVUPS      64(CX)(DX*2), Z10
+	VMULPS       Z0, Z10, Z10
+	VMOVUPS      128(CX)(DX*2), Z11
+	VMULPS       Z0, Z11, Z11
 	MOVQ         56(SP), R8
 	MOVQ         24(SP), R9
 	MOVQ         8(SP), DI
@@ -81377,8 +80205,8 @@ rows3_vecs3_whole:
 	MOVQ         136(SP), SI
 	ADDQ         DI, SI
 	VMOVDQU32    constsAVX512<>+2368(SB), Z0
-	VMOVDQU32    constsAVX512<>+2816(SB), Z10
-	VMOVDQU32    constsAVX512<>+2880(SB), Z11
+	VMOVDQU32    constsAVX512<>+2816(SB), Z12
+	VMOVDQU32    constsAVX512<>+2880(SB), Z13
 
 rows3_vecs3_whole_keys:
 	CMPQ       SI, DI
@@ -81386,38 +80214,38 @@ rows3_vecs3_whole_keys:
 	PREFETCHT1 (SI)
 
 rows3_vecs3_whole_keys_fetched:
-	VPMOVZXBD        (DI), Z12
-	VPSRLD           $0x04, Z12, Z13
-	VPORD            Z10, Z13, Z13
-	VSUBPS           Z11, Z13, Z13
-	VPTERNLOGD       $0xea, Z10, Z0, Z12
-	VSUBPS           Z11, Z12, Z12
-	VPMOVZXBD        16(DI), Z14
-	VPTERNLOGD       $0xea, Z10, Z0, Z14
-	VSUBPS           Z11, Z14, Z14
-	VFMADD231PS.BCST (BX), Z12, Z1
-	VFMADD231PS.BCST 64(BX), Z12, Z4
-	VFMADD231PS.BCST 128(BX), Z12, Z7
-	VFMADD231PS.BCST (BX), Z13, Z2
-	VFMADD231PS.BCST 64(BX), Z13, Z5
-	VFMADD231PS.BCST 128(BX), Z13, Z8
-	VFMADD231PS.BCST 1024(BX), Z14, Z3
-	VFMADD231PS.BCST 1088(BX), Z14, Z6
-	VFMADD231PS.BCST 1152(BX), Z14, Z9
+	VPMOVZXBD        (DI), Z14
+	VPSRLD           $0x04, Z14, Z15
+	VPORD            Z12, Z15, Z15
+	VSUBPS           Z13, Z15, Z15
+	VPTERNLOGD       $0xea, Z12, Z0, Z14
+	VSUBPS           Z13, Z14, Z14
+	VPMOVZXBD        16(DI), Z16
+	VPTERNLOGD       $0xea, Z12, Z0, Z16
+	VSUBPS           Z13, Z16, Z16
+	VFMADD231PS.BCST (BX), Z14, Z1
+	VFMADD231PS.BCST 64(BX), Z14, Z6
+	VFMADD231PS.BCST 128(BX), Z14, Z9
+	VFMADD231PS.BCST (BX), Z15, Z4
+	VFMADD231PS.BCST 64(BX), Z15, Z7
+	VFMADD231PS.BCST 128(BX), Z15, Z10
+	VFMADD231PS.BCST 1024(BX), Z16, Z5
+	VFMADD231PS.BCST 1088(BX), Z16, Z8
+	VFMADD231PS.BCST 1152(BX), Z16, Z11
 	ADDQ             R8, DI
 	ADDQ             R8, SI
 	ADDQ             $0x04, BX
 	DECQ             R9
 	JNZ              rows3_vecs3_whole_keys
 	VMOVUPS          Z1, (CX)
-	VMOVUPS          Z2, 64(CX)
-	VMOVUPS          Z3, 128(CX)
-	VMOVUPS          Z4, (CX)(DX*1)
-	VMOVUPS          Z5, 64(CX)(DX*1)
-	VMOVUPS          Z6, 128(CX)(DX*1)
-	VMOVUPS          Z7, (CX)(DX*2)
-	VMOVUPS          Z8, 64(CX)(DX*2)
-	VMOVUPS          Z9, 128(CX)(DX*2)
+	VMOVUPS          Z4, 64(CX)
+	VMOVUPS          Z5, 128(CX)
+	VMOVUPS          Z6, (CX)(DX*1)
+	VMOVUPS          Z7, 64(CX)(DX*1)
+	VMOVUPS          Z8, 128(CX)(DX*1)
+	VMOVUPS          Z9, (CX)(DX*2)
+	VMOVUPS          Z10, 64(CX)(DX*2)
+	VMOVUPS          Z11, 128(CX)(DX*2)
 	ADDQ             $0x03, 120(SP)
 	JMP              panelnext
 
@@ -81434,24 +80262,24 @@ rows3_vecs3_masked:
 	VBROADCASTSS 1024(AX)(SI*4), Z0
 	VMOVUPS      (CX), Z1
 	VMULPS       Z0, Z1, Z1
-	VMOVUPS      64(CX), Z2
-	VMULPS       Z0, Z2, Z2
-	VMOVUPS.Z    128(CX), K1, Z3
-	VMULPS       Z0, Z3, Z3
-	VBROADCASTSS 1028(AX)(SI*4), Z0
-	VMOVUPS      (CX)(DX*1), Z4
+	VMOVUPS      64(CX), Z4
 	VMULPS       Z0, Z4, Z4
-	VMOVUPS      64(CX)(DX*1), Z5
+	VMOVUPS.Z    128(CX), K1, Z5
 	VMULPS       Z0, Z5, Z5
-	VMOVUPS.Z    128(CX)(DX*1), K1, Z6
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z6
 	VMULPS       Z0, Z6, Z6
-	VBROADCASTSS 1032(AX)(SI*4), Z0
-	VMOVUPS      (CX)(DX*2), Z7
+	VMOVUPS      64(CX)(DX*1), Z7
 	VMULPS       Z0, Z7, Z7
-	VMOVUPS      64(CX)(DX*2), Z8
+	VMOVUPS.Z    128(CX)(DX*1), K1, Z8
 	VMULPS       Z0, Z8, Z8
-	VMOVUPS.Z    128(CX)(DX*2), K1, Z9
+	VBROADCASTSS 1032(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*2), Z9
 	VMULPS       Z0, Z9, Z9
+	VMOVUPS      64(CX)(DX*2), Z10
+	VMULPS       Z0, Z10, Z10
+	VMOVUPS.Z    128(CX)(DX*2), K1, Z11
+	VMULPS       Z0, Z11, Z11
 	MOVQ         56(SP), R8
 	MOVQ         24(SP), R9
 	MOVQ         8(SP), DI
@@ -81475,8 +80303,8 @@ rows3_vecs3_masked:
 	MOVQ         136(SP), SI
 	ADDQ         DI, SI
 	VMOVDQU32    constsAVX512<>+2368(SB), Z0
-	VMOVDQU32    constsAVX512<>+2816(SB), Z10
-	VMOVDQU32    constsAVX512<>+2880(SB), Z11
+	VMOVDQU32    constsAVX512<>+2816(SB), Z12
+	VMOVDQU32    constsAVX512<>+2880(SB), Z13
 
 rows3_vecs3_masked_keys:
 	CMPQ       SI, DI
@@ -81484,38 +80312,38 @@ rows3_vecs3_masked_keys:
 	PREFETCHT1 (SI)
 
 rows3_vecs3_masked_keys_fetched:
-	VPMOVZXBD        (DI), Z12
-	VPSRLD           $0x04, Z12, Z13
-	VPORD            Z10, Z13, Z13
-	VSUBPS           Z11, Z13, Z13
-	VPTERNLOGD       $0xea, Z10, Z0, Z12
-	VSUBPS           Z11, Z12, Z12
-	VPMOVZXBD        16(DI), Z14
-	VPTERNLOGD       $0xea, Z10, Z0, Z14
-	VSUBPS           Z11, Z14, Z14
-	VFMADD231PS.BCST (BX), Z12, Z1
-	VFMADD231PS.BCST 64(BX), Z12, Z4
-	VFMADD231PS.BCST 128(BX), Z12, Z7
-	VFMADD231PS.BCST (BX), Z13, Z2
-	VFMADD231PS.BCST 64(BX), Z13, Z5
-	VFMADD231PS.BCST 128(BX), Z13, Z8
-	VFMADD231PS.BCST 1024(BX), Z14, Z3
-	VFMADD231PS.BCST 1088(BX), Z14, Z6
-	VFMADD231PS.BCST 1152(BX), Z14, Z9
+	VPMOVZXBD        (DI), Z14
+	VPSRLD           $0x04, Z14, Z15
+	VPORD            Z12, Z15, Z15
+	VSUBPS           Z13, Z15, Z15
+	VPTERNLOGD       $0xea, Z12, Z0, Z14
+	VSUBPS           Z13, Z14, Z14
+	VPMOVZXBD        16(DI), Z16
+	VPTERNLOGD       $0xea, Z12, Z0, Z16
+	VSUBPS           Z13, Z16, Z16
+	VFMADD231PS.BCST (BX), Z14, Z1
+	VFMADD231PS.BCST 64(BX), Z14, Z6
+	VFMADD231PS.BCST 128(BX), Z14, Z9
+	VFMADD231PS.BCST (BX), Z15, Z4
+	VFMADD231PS.BCST 64(BX), Z15, Z7
+	VFMADD231PS.BCST 128(BX), Z15, Z10
+	VFMADD231PS.BCST 1024(BX), Z16, Z5
+	VFMADD231PS.BCST 1088(BX), Z16, Z8
+	VFMADD231PS.BCST 1152(BX), Z16, Z11
 	ADDQ             R8, DI
 	ADDQ             R8, SI
 	ADDQ             $0x04, BX
 	DECQ             R9
 	JNZ              rows3_vecs3_masked_keys
 	VMOVUPS          Z1, (CX)
-	VMOVUPS          Z2, 64(CX)
-	VMOVUPS          Z3, K1, 128(CX)
-	VMOVUPS          Z4, (CX)(DX*1)
-	VMOVUPS          Z5, 64(CX)(DX*1)
-	VMOVUPS          Z6, K1, 128(CX)(DX*1)
-	VMOVUPS          Z7, (CX)(DX*2)
-	VMOVUPS          Z8, 64(CX)(DX*2)
-	VMOVUPS          Z9, K1, 128(CX)(DX*2)
+	VMOVUPS          Z4, 64(CX)
+	VMOVUPS          Z5, K1, 128(CX)
+	VMOVUPS          Z6, (CX)(DX*1)
+	VMOVUPS          Z7, 64(CX)(DX*1)
+	VMOVUPS          Z8, K1, 128(CX)(DX*1)
+	VMOVUPS          Z9, (CX)(DX*2)
+	VMOVUPS          Z10, 64(CX)(DX*2)
+	VMOVUPS          Z11, K1, 128(CX)(DX*2)
 	ADDQ             $0x03, 120(SP)
 	JMP              panelnext
 
@@ -81532,18 +80360,18 @@ rows3_vecs2_whole:
 	VBROADCASTSS 1024(AX)(SI*4), Z0
 	VMOVUPS      (CX), Z1
 	VMULPS       Z0, Z1, Z1
-	VMOVUPS      64(CX), Z2
-	VMULPS       Z0, Z2, Z2
-	VBROADCASTSS 1028(AX)(SI*4), Z0
-	VMOVUPS      (CX)(DX*1), Z3
-	VMULPS       Z0, Z3, Z3
-	VMOVUPS      64(CX)(DX*1), Z4
+	VMOVUPS      64(CX), Z4
 	VMULPS       Z0, Z4, Z4
-	VBROADCASTSS 1032(AX)(SI*4), Z0
-	VMOVUPS      (CX)(DX*2), Z5
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z5
 	VMULPS       Z0, Z5, Z5
-	VMOVUPS      64(CX)(DX*2), Z6
+	VMOVUPS      64(CX)(DX*1), Z6
 	VMULPS       Z0, Z6, Z6
+	VBROADCASTSS 1032(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*2), Z7
+	VMULPS       Z0, Z7, Z7
+	VMOVUPS      64(CX)(DX*2), Z8
+	VMULPS       Z0, Z8, Z8
 	MOVQ         56(SP), R8
 	MOVQ         24(SP), R9
 	MOVQ         8(SP), DI
@@ -81567,8 +80395,8 @@ rows3_vecs2_whole:
 	MOVQ         136(SP), SI
 	ADDQ         DI, SI
 	VMOVDQU32    constsAVX512<>+2368(SB), Z0
-	VMOVDQU32    constsAVX512<>+2816(SB), Z7
-	VMOVDQU32    constsAVX512<>+2880(SB), Z8
+	VMOVDQU32    constsAVX512<>+2816(SB), Z9
+	VMOVDQU32    constsAVX512<>+2880(SB), Z10
 
 rows3_vecs2_whole_keys:
 	CMPQ       SI, DI
@@ -81576,29 +80404,29 @@ rows3_vecs2_whole_keys:
 	PREFETCHT1 (SI)
 
 rows3_vecs2_whole_keys_fetched:
-	VPMOVZXBD        (DI), Z9
-	VPSRLD           $0x04, Z9, Z10
-	VPORD            Z7, Z10, Z10
-	VSUBPS           Z8, Z10, Z10
-	VPTERNLOGD       $0xea, Z7, Z0, Z9
-	VSUBPS           Z8, Z9, Z9
-	VFMADD231PS.BCST (BX), Z9, Z1
-	VFMADD231PS.BCST 64(BX), Z9, Z3
-	VFMADD231PS.BCST 128(BX), Z9, Z5
-	VFMADD231PS.BCST (BX), Z10, Z2
-	VFMADD231PS.BCST 64(BX), Z10, Z4
-	VFMADD231PS.BCST 128(BX), Z10, Z6
+	VPMOVZXBD        (DI), Z11
+	VPSRLD           $0x04, Z11, Z12
+	VPORD            Z9, Z12, Z12
+	VSUBPS           Z10, Z12, Z12
+	VPTERNLOGD       $0xea, Z9, Z0, Z11
+	VSUBPS           Z10, Z11, Z11
+	VFMADD231PS.BCST (BX), Z11, Z1
+	VFMADD231PS.BCST 64(BX), Z11, Z5
+	VFMADD231PS.BCST 128(BX), Z11, Z7
+	VFMADD231PS.BCST (BX), Z12, Z4
+	VFMADD231PS.BCST 64(BX), Z12, Z6
+	VFMADD231PS.BCST 128(BX), Z12, Z8
 	ADDQ             R8, DI
 	ADDQ             R8, SI
 	ADDQ             $0x04, BX
 	DECQ             R9
 	JNZ              rows3_vecs2_whole_keys
 	VMOVUPS          Z1, (CX)
-	VMOVUPS          Z2, 64(CX)
-	VMOVUPS          Z3, (CX)(DX*1)
-	VMOVUPS          Z4, 64(CX)(DX*1)
-	VMOVUPS          Z5, (CX)(DX*2)
-	VMOVUPS          Z6, 64(CX)(DX*2)
+	VMOVUPS          Z4, 64(CX)
+	VMOVUPS          Z5, (CX)(DX*1)
+	VMOVUPS          Z6, 64(CX)(DX*1)
+	VMOVUPS          Z7, (CX)(DX*2)
+	VMOVUPS          Z8, 64(CX)(DX*2)
 	ADDQ             $0x02, 120(SP)
 	JMP              panelnext
 
@@ -81615,18 +80443,18 @@ rows3_vecs2_masked:
 	VBROADCASTSS 1024(AX)(SI*4), Z0
 	VMOVUPS      (CX), Z1
 	VMULPS       Z0, Z1, Z1
-	VMOVUPS.Z    64(CX), K1, Z2
-	VMULPS       Z0, Z2, Z2
-	VBROADCASTSS 1028(AX)(SI*4), Z0
-	VMOVUPS      (CX)(DX*1), Z3
-	VMULPS       Z0, Z3, Z3
-	VMOVUPS.Z    64(CX)(DX*1), K1, Z4
+	VMOVUPS.Z    64(CX), K1, Z4
 	VMULPS       Z0, Z4, Z4
-	VBROADCASTSS 1032(AX)(SI*4), Z0
-	VMOVUPS      (CX)(DX*2), Z5
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z5
 	VMULPS       Z0, Z5, Z5
-	VMOVUPS.Z    64(CX)(DX*2), K1, Z6
+	VMOVUPS.Z    64(CX)(DX*1), K1, Z6
 	VMULPS       Z0, Z6, Z6
+	VBROADCASTSS 1032(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*2), Z7
+	VMULPS       Z0, Z7, Z7
+	VMOVUPS.Z    64(CX)(DX*2), K1, Z8
+	VMULPS       Z0, Z8, Z8
 	MOVQ         56(SP), R8
 	MOVQ         24(SP), R9
 	MOVQ         8(SP), DI
@@ -81650,8 +80478,8 @@ rows3_vecs2_masked:
 	MOVQ         136(SP), SI
 	ADDQ         DI, SI
 	VMOVDQU32    constsAVX512<>+2368(SB), Z0
-	VMOVDQU32    constsAVX512<>+2816(SB), Z7
-	VMOVDQU32    constsAVX512<>+2880(SB), Z8
+	VMOVDQU32    constsAVX512<>+2816(SB), Z9
+	VMOVDQU32    constsAVX512<>+2880(SB), Z10
 
 rows3_vecs2_masked_keys:
 	CMPQ       SI, DI
@@ -81659,29 +80487,29 @@ rows3_vecs2_masked_keys:
 	PREFETCHT1 (SI)
 
 rows3_vecs2_masked_keys_fetched:
-	VPMOVZXBD        (DI), Z9
-	VPSRLD           $0x04, Z9, Z10
-	VPORD            Z7, Z10, Z10
-	VSUBPS           Z8, Z10, Z10
-	VPTERNLOGD       $0xea, Z7, Z0, Z9
-	VSUBPS           Z8, Z9, Z9
-	VFMADD231PS.BCST (BX), Z9, Z1
-	VFMADD231PS.BCST 64(BX), Z9, Z3
-	VFMADD231PS.BCST 128(BX), Z9, Z5
-	VFMADD231PS.BCST (BX), Z10, Z2
-	VFMADD231PS.BCST 64(BX), Z10, Z4
-	VFMADD231PS.BCST 128(BX), Z10, Z6
+	VPMOVZXBD        (DI), Z11
+	VPSRLD           $0x04, Z11, Z12
+	VPORD            Z9, Z12, Z12
+	VSUBPS           Z10, Z12, Z12
+	VPTERNLOGD       $0xea, Z9, Z0, Z11
+	VSUBPS           Z10, Z11, Z11
+	VFMADD231PS.BCST (BX), Z11, Z1
+	VFMADD231PS.BCST 64(BX), Z11, Z5
+	VFMADD231PS.BCST 128(BX), Z11, Z7
+	VFMADD231PS.BCST (BX), Z12, Z4
+	VFMADD231PS.BCST 64(BX), Z12, Z6
+	VFMADD231PS.BCST 128(BX), Z12, Z8
 	ADDQ             R8, DI
 	ADDQ             R8, SI
 	ADDQ             $0x04, BX
 	DECQ             R9
 	JNZ              rows3_vecs2_masked_keys
 	VMOVUPS          Z1, (CX)
-	VMOVUPS          Z2, K1, 64(CX)
-	VMOVUPS          Z3, (CX)(DX*1)
-	VMOVUPS          Z4, K1, 64(CX)(DX*1)
-	VMOVUPS          Z5, (CX)(DX*2)
-	VMOVUPS          Z6, K1, 64(CX)(DX*2)
+	VMOVUPS          Z4, K1, 64(CX)
+	VMOVUPS          Z5, (CX)(DX*1)
+	VMOVUPS          Z6, K1, 64(CX)(DX*1)
+	VMOVUPS          Z7, (CX)(DX*2)
+	VMOVUPS          Z8, K1, 64(CX)(DX*2)
 	ADDQ             $0x02, 120(SP)
 	JMP              panelnext
 
@@ -81699,11 +80527,11 @@ rows3_vecs1_whole:
 	VMOVUPS      (CX), Z1
 	VMULPS       Z0, Z1, Z1
 	VBROADCASTSS 1028(AX)(SI*4), Z0
-	VMOVUPS      (CX)(DX*1), Z2
-	VMULPS       Z0, Z2, Z2
+	VMOVUPS      (CX)(DX*1), Z4
+	VMULPS       Z0, Z4, Z4
 	VBROADCASTSS 1032(AX)(SI*4), Z0
-	VMOVUPS      (CX)(DX*2), Z3
-	VMULPS       Z0, Z3, Z3
+	VMOVUPS      (CX)(DX*2), Z5
+	VMULPS       Z0, Z5, Z5
 	MOVQ         56(SP), R8
 	MOVQ         24(SP), R9
 	MOVQ         8(SP), DI
@@ -81727,8 +80555,8 @@ rows3_vecs1_whole:
 	MOVQ         136(SP), SI
 	ADDQ         DI, SI
 	VMOVDQU32    constsAVX512<>+2368(SB), Z0
-	VMOVDQU32    constsAVX512<>+2816(SB), Z4
-	VMOVDQU32    constsAVX512<>+2880(SB), Z5
+	VMOVDQU32    constsAVX512<>+2816(SB), Z6
+	VMOVDQU32    constsAVX512<>+2880(SB), Z7
 
 rows3_vecs1_whole_keys:
 	CMPQ       SI, DI
@@ -81736,20 +80564,20 @@ rows3_vecs1_whole_keys:
 	PREFETCHT1 (SI)
 
 rows3_vecs1_whole_keys_fetched:
-	VPMOVZXBD        (DI), Z6
-	VPTERNLOGD       $0xea, Z4, Z0, Z6
-	VSUBPS           Z5, Z6, Z6
-	VFMADD231PS.BCST (BX), Z6, Z1
-	VFMADD231PS.BCST 64(BX), Z6, Z2
-	VFMADD231PS.BCST 128(BX), Z6, Z3
+	VPMOVZXBD        (DI), Z8
+	VPTERNLOGD       $0xea, Z6, Z0, Z8
+	VSUBPS           Z7, Z8, Z8
+	VFMADD231PS.BCST (BX), Z8, Z1
+	VFMADD231PS.BCST 64(BX), Z8, Z4
+	VFMADD231PS.BCST 128(BX), Z8, Z5
 	ADDQ             R8, DI
 	ADDQ             R8, SI
 	ADDQ             $0x04, BX
 	DECQ             R9
 	JNZ              rows3_vecs1_whole_keys
 	VMOVUPS          Z1, (CX)
-	VMOVUPS          Z2, (CX)(DX*1)
-	VMOVUPS          Z3, (CX)(DX*2)
+	VMOVUPS          Z4, (CX)(DX*1)
+	VMOVUPS          Z5, (CX)(DX*2)
 	ADDQ             $0x01, 120(SP)
 	JMP              panelnext
 
@@ -81767,11 +80595,11 @@ rows3_vecs1_masked:
 	VMOVUPS.Z    (CX), K1, Z1
 	VMULPS       Z0, Z1, Z1
 	VBROADCASTSS 1028(AX)(SI*4), Z0
-	VMOVUPS.Z    (CX)(DX*1), K1, Z2
-	VMULPS       Z0, Z2, Z2
+	VMOVUPS.Z    (CX)(DX*1), K1, Z4
+	VMULPS       Z0, Z4, Z4
 	VBROADCASTSS 1032(AX)(SI*4), Z0
-	VMOVUPS.Z    (CX)(DX*2), K1, Z3
-	VMULPS       Z0, Z3, Z3
+	VMOVUPS.Z    (CX)(DX*2), K1, Z5
+	VMULPS       Z0, Z5, Z5
 	MOVQ         56(SP), R8
 	MOVQ         24(SP), R9
 	MOVQ         8(SP), DI
@@ -81795,8 +80623,8 @@ rows3_vecs1_masked:
 	MOVQ         136(SP), SI
 	ADDQ         DI, SI
 	VMOVDQU32    constsAVX512<>+2368(SB), Z0
-	VMOVDQU32    constsAVX512<>+2816(SB), Z4
-	VMOVDQU32    constsAVX512<>+2880(SB), Z5
+	VMOVDQU32    constsAVX512<>+2816(SB), Z6
+	VMOVDQU32    constsAVX512<>+2880(SB), Z7
 
 rows3_vecs1_masked_keys:
 	CMPQ       SI, DI
@@ -81804,20 +80632,20 @@ rows3_vecs1_masked_keys:
 	PREFETCHT1 (SI)
 
 rows3_vecs1_masked_keys_fetched:
-	VPMOVZXBD        (DI), Z6
-	VPTERNLOGD       $0xea, Z4, Z0, Z6
-	VSUBPS           Z5, Z6, Z6
-	VFMADD231PS.BCST (BX), Z6, Z1
-	VFMADD231PS.BCST 64(BX), Z6, Z2
-	VFMADD231PS.BCST 128(BX), Z6, Z3
+	VPMOVZXBD        (DI), Z8
+	VPTERNLOGD       $0xea, Z6, Z0, Z8
+	VSUBPS           Z7, Z8, Z8
+	VFMADD231PS.BCST (BX), Z8, Z1
+	VFMADD231PS.BCST 64(BX), Z8, Z4
+	VFMADD231PS.BCST 128(BX), Z8, Z5
 	ADDQ             R8, DI
 	ADDQ             R8, SI
 	ADDQ             $0x04, BX
 	DECQ             R9
 	JNZ              rows3_vecs1_masked_keys
 	VMOVUPS          Z1, K1, (CX)
-	VMOVUPS          Z2, K1, (CX)(DX*1)
-	VMOVUPS          Z3, K1, (CX)(DX*2)
+	VMOVUPS          Z4, K1, (CX)(DX*1)
+	VMOVUPS          Z5, K1, (CX)(DX*2)
 	ADDQ             $0x01, 120(SP)
 	JMP              panelnext
 
@@ -81834,37 +80662,37 @@ rows2_vecs8_whole:
 	VBROADCASTSS 1024(AX)(SI*4), Z0
 	VMOVUPS      (CX), Z1
 	VMULPS       Z0, Z1, Z1
-	VMOVUPS      64(CX), Z2
-	VMULPS       Z0, Z2, Z2
-	VMOVUPS      128(CX), Z3
-	VMULPS       Z0, Z3, Z3
-	VMOVUPS      192(CX), Z4
+	VMOVUPS      64(CX), Z4
 	VMULPS       Z0, Z4, Z4
-	VMOVUPS      256(CX), Z5
+	VMOVUPS      128(CX), Z5
 	VMULPS       Z0, Z5, Z5
-	VMOVUPS      320(CX), Z6
+	VMOVUPS      192(CX), Z6
 	VMULPS       Z0, Z6, Z6
-	VMOVUPS      384(CX), Z7
+	VMOVUPS      256(CX), Z7
 	VMULPS       Z0, Z7, Z7
-	VMOVUPS      448(CX), Z8
+	VMOVUPS      320(CX), Z8
 	VMULPS       Z0, Z8, Z8
-	VBROADCASTSS 1028(AX)(SI*4), Z0
-	VMOVUPS      (CX)(DX*1), Z9
+	VMOVUPS      384(CX), Z9
 	VMULPS       Z0, Z9, Z9
-	VMOVUPS      64(CX)(DX*1), Z10
+	VMOVUPS      448(CX), Z10
 	VMULPS       Z0, Z10, Z10
-	VMOVUPS      128(CX)(DX*1), Z11
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z11
 	VMULPS       Z0, Z11, Z11
-	VMOVUPS      192(CX)(DX*1), Z12
+	VMOVUPS      64(CX)(DX*1), Z12
 	VMULPS       Z0, Z12, Z12
-	VMOVUPS      256(CX)(DX*1), Z13
+	VMOVUPS      128(CX)(DX*1), Z13
 	VMULPS       Z0, Z13, Z13
-	VMOVUPS      320(CX)(DX*1), Z14
+	VMOVUPS      192(CX)(DX*1), Z14
 	VMULPS       Z0, Z14, Z14
-	VMOVUPS      384(CX)(DX*1), Z15
+	VMOVUPS      256(CX)(DX*1), Z15
 	VMULPS       Z0, Z15, Z15
-	VMOVUPS      448(CX)(DX*1), Z16
+	VMOVUPS      320(CX)(DX*1), Z16
 	VMULPS       Z0, Z16, Z16
+	VMOVUPS      384(CX)(DX*1), Z17
+	VMULPS       Z0, Z17, Z17
+	VMOVUPS      448(CX)(DX*1), Z18
+	VMULPS       Z0, Z18, Z18
 	MOVQ         56(SP), R8
 	MOVQ         24(SP), R9
 	MOVQ         8(SP), DI
@@ -81888,8 +80716,8 @@ rows2_vecs8_whole:
 	MOVQ         136(SP), SI
 	ADDQ         DI, SI
 	VMOVDQU32    constsAVX512<>+2368(SB), Z0
-	VMOVDQU32    constsAVX512<>+2816(SB), Z17
-	VMOVDQU32    constsAVX512<>+2880(SB), Z18
+	VMOVDQU32    constsAVX512<>+2816(SB), Z19
+	VMOVDQU32    constsAVX512<>+2880(SB), Z20
 
 rows2_vecs8_whole_keys:
 	CMPQ       SI, DI
@@ -81897,67 +80725,67 @@ rows2_vecs8_whole_keys:
 	PREFETCHT1 (SI)
 
 rows2_vecs8_whole_keys_fetched:
-	VPMOVZXBD        (DI), Z19
-	VPSRLD           $0x04, Z19, Z20
-	VPORD            Z17, Z20, Z20
-	VSUBPS           Z18, Z20, Z20
-	VPTERNLOGD       $0xea, Z17, Z0, Z19
-	VSUBPS           Z18, Z19, Z19
-	VPMOVZXBD        16(DI), Z21
+	VPMOVZXBD        (DI), Z21
 	VPSRLD           $0x04, Z21, Z22
-	VPORD            Z17, Z22, Z22
-	VSUBPS           Z18, Z22, Z22
-	VPTERNLOGD       $0xea, Z17, Z0, Z21
-	VSUBPS           Z18, Z21, Z21
-	VPMOVZXBD        32(DI), Z23
+	VPORD            Z19, Z22, Z22
+	VSUBPS           Z20, Z22, Z22
+	VPTERNLOGD       $0xea, Z19, Z0, Z21
+	VSUBPS           Z20, Z21, Z21
+	VPMOVZXBD        16(DI), Z23
 	VPSRLD           $0x04, Z23, Z24
-	VPORD            Z17, Z24, Z24
-	VSUBPS           Z18, Z24, Z24
-	VPTERNLOGD       $0xea, Z17, Z0, Z23
-	VSUBPS           Z18, Z23, Z23
-	VPMOVZXBD        48(DI), Z25
+	VPORD            Z19, Z24, Z24
+	VSUBPS           Z20, Z24, Z24
+	VPTERNLOGD       $0xea, Z19, Z0, Z23
+	VSUBPS           Z20, Z23, Z23
+	VPMOVZXBD        32(DI), Z25
 	VPSRLD           $0x04, Z25, Z26
-	VPORD            Z17, Z26, Z26
-	VSUBPS           Z18, Z26, Z26
-	VPTERNLOGD       $0xea, Z17, Z0, Z25
-	VSUBPS           Z18, Z25, Z25
-	VFMADD231PS.BCST (BX), Z19, Z1
-	VFMADD231PS.BCST 64(BX), Z19, Z9
-	VFMADD231PS.BCST (BX), Z20, Z2
-	VFMADD231PS.BCST 64(BX), Z20, Z10
-	VFMADD231PS.BCST 1024(BX), Z21, Z3
-	VFMADD231PS.BCST 1088(BX), Z21, Z11
-	VFMADD231PS.BCST 1024(BX), Z22, Z4
-	VFMADD231PS.BCST 1088(BX), Z22, Z12
-	VFMADD231PS.BCST 2048(BX), Z23, Z5
-	VFMADD231PS.BCST 2112(BX), Z23, Z13
-	VFMADD231PS.BCST 2048(BX), Z24, Z6
-	VFMADD231PS.BCST 2112(BX), Z24, Z14
-	VFMADD231PS.BCST 3072(BX), Z25, Z7
-	VFMADD231PS.BCST 3136(BX), Z25, Z15
-	VFMADD231PS.BCST 3072(BX), Z26, Z8
-	VFMADD231PS.BCST 3136(BX), Z26, Z16
+	VPORD            Z19, Z26, Z26
+	VSUBPS           Z20, Z26, Z26
+	VPTERNLOGD       $0xea, Z19, Z0, Z25
+	VSUBPS           Z20, Z25, Z25
+	VPMOVZXBD        48(DI), Z27
+	VPSRLD           $0x04, Z27, Z28
+	VPORD            Z19, Z28, Z28
+	VSUBPS           Z20, Z28, Z28
+	VPTERNLOGD       $0xea, Z19, Z0, Z27
+	VSUBPS           Z20, Z27, Z27
+	VFMADD231PS.BCST (BX), Z21, Z1
+	VFMADD231PS.BCST 64(BX), Z21, Z11
+	VFMADD231PS.BCST (BX), Z22, Z4
+	VFMADD231PS.BCST 64(BX), Z22, Z12
+	VFMADD231PS.BCST 1024(BX), Z23, Z5
+	VFMADD231PS.BCST 1088(BX), Z23, Z13
+	VFMADD231PS.BCST 1024(BX), Z24, Z6
+	VFMADD231PS.BCST 1088(BX), Z24, Z14
+	VFMADD231PS.BCST 2048(BX), Z25, Z7
+	VFMADD231PS.BCST 2112(BX), Z25, Z15
+	VFMADD231PS.BCST 2048(BX), Z26, Z8
+	VFMADD231PS.BCST 2112(BX), Z26, Z16
+	VFMADD231PS.BCST 3072(BX), Z27, Z9
+	VFMADD231PS.BCST 3136(BX), Z27, Z17
+	VFMADD231PS.BCST 3072(BX), Z28, Z10
+	VFMADD231PS.BCST 3136(BX), Z28, Z18
 	ADDQ             R8, DI
 	ADDQ             R8, SI
 	ADDQ             $0x04, BX
 	DECQ             R9
 	JNZ              rows2_vecs8_whole_keys
 	VMOVUPS          Z1, (CX)
-	VMOVUPS          Z2, 64(CX)
-	VMOVUPS          Z3, 128(CX)
-	VMOVUPS          Z4, 192(CX)
-	VMOVUPS          Z5, 256(CX)
-	VMOVUPS          Z6, 320(CX)
-	VMOVUPS          Z7, 384(CX)
-	VMOVUPS          Z8, 448(CX)
-	VMOVUPS          Z9, (CX)(DX*1)
-	VMOVUPS          Z10, 64(CX)(DX*1)
-	VMOVUPS          Z11, 128(CX)(DX*1)
-	VMOVUPS          Z12, 192(CX)(DX*1)
-	VMOVUPS          Z13, 256(CX)(DX*1)
-	VMOVUPS          Z14, 320(CX)(DX*1)
-	VMOVUPS          Z15, 384(CX)(DX*1)
-	VMOVUPS          Z16, 448(CX)(DX*1)
+	VMOVUPS          Z4, 64(CX)
+	VMOVUPS          Z5, 128(CX)
+	VMOVUPS          Z6, 192(CX)
+	VMOVUPS          Z7, 256(CX)
+	VMOVUPS          Z8, 320(CX)
+	VMOVUPS          Z9, 384(CX)
+	VMOVUPS          Z10, 448(CX)
+	VMOVUPS          Z11, (CX)(DX*1)
+	VMOVUPS          Z12, 64(CX)(DX*1)
+	VMOVUPS          Z13, 128(CX)(DX*1)
+	VMOVUPS          Z14, 192(CX)(DX*1)
+	VMOVUPS          Z15, 256(CX)(DX*1)
+	VMOVUPS          Z16, 320(CX)(DX*1)
+	VMOVUPS          Z17, 384(CX)(DX*1)
+	VMOVUPS          Z18, 448(CX)(DX*1)
 	ADDQ             $0x08, 120(SP)
 	JMP              panelnext
 
@@ -81974,36 +80802,172 @@ rows2_vecs8_masked:
 	VBROADCASTSS 1024(AX)(SI*4), Z0
 	VMOVUPS      (CX), Z1
 	VMULPS       Z0, Z1, Z1
-	VMOVUPS      64(CX), Z2
-	VMULPS       Z0, Z2, Z2
-	VMOVUPS      128(CX), Z3
-	VMULPS       Z0, Z3, Z3
-	VMOVUPS      192(CX), Z4
+	VMOVUPS      64(CX), Z4
 	VMULPS       Z0, Z4, Z4
-	VMOVUPS      256(CX), Z5
+	VMOVUPS      128(CX), Z5
 	VMULPS       Z0, Z5, Z5
-	VMOVUPS      320(CX), Z6
+	VMOVUPS      192(CX), Z6
 	VMULPS       Z0, Z6, Z6
-	VMOVUPS      384(CX), Z7
+	VMOVUPS      256(CX), Z7
 	VMULPS       Z0, Z7, Z7
-	VMOVUPS.Z    448(CX), K1, Z8
+	VMOVUPS      320(CX), Z8
 	VMULPS       Z0, Z8, Z8
-	VBROADCASTSS 1028(AX)(SI*4), Z0
-	VMOVUPS      (CX)(DX*1), Z9
+	VMOVUPS      384(CX), Z9
 	VMULPS       Z0, Z9, Z9
-	VMOVUPS      64(CX)(DX*1), Z10
+	VMOVUPS.Z    448(CX), K1, Z10
 	VMULPS       Z0, Z10, Z10
-	VMOVUPS      128(CX)(DX*1), Z11
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z11
 	VMULPS       Z0, Z11, Z11
-	VMOVUPS      192(CX)(DX*1), Z12
+	VMOVUPS      64(CX)(DX*1), Z12
 	VMULPS       Z0, Z12, Z12
-	VMOVUPS      256(CX)(DX*1), Z13
+	VMOVUPS      128(CX)(DX*1), Z13
 	VMULPS       Z0, Z13, Z13
-	VMOVUPS      320(CX)(DX*1), Z14
+	VMOVUPS      192(CX)(DX*1), Z14
 	VMULPS       Z0, Z14, Z14
-	VMOVUPS      384(CX)(DX*1), Z15
+	VMOVUPS      256(CX)(DX*1), Z15
 	VMULPS       Z0, Z15, Z15
-	VMOVUPS.Z    448(CX)(DX*1), K1, Z16
+	VMOVUPS      320(CX)(DX*1), Z16
+	VMULPS       Z0, Z16, Z16
+	VMOVUPS      384(CX)(DX*1), Z17
+	VMULPS       Z0, Z17, Z17
+	VMOVUPS.Z    448(CX)(DX*1), K1, Z18
+	VMULPS       Z0, Z18, Z18
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	MOVQ         120(SP), SI
+	SHRQ         $0x01, SI
+	IMUL3Q       $0x00000400, SI, SI
+	ADDQ         200(SP), SI
+	ADDQ         SI, BX
+	NEGQ         R9
+	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
+	VMOVDQU32    constsAVX512<>+2368(SB), Z0
+	VMOVDQU32    constsAVX512<>+2816(SB), Z19
+	VMOVDQU32    constsAVX512<>+2880(SB), Z20
+
+rows2_vecs8_masked_keys:
+	CMPQ       SI, DI
+	JEQ        rows2_vecs8_masked_keys_fetched
+	PREFETCHT1 (SI)
+
+rows2_vecs8_masked_keys_fetched:
+	VPMOVZXBD        (DI), Z21
+	VPSRLD           $0x04, Z21, Z22
+	VPORD            Z19, Z22, Z22
+	VSUBPS           Z20, Z22, Z22
+	VPTERNLOGD       $0xea, Z19, Z0, Z21
+	VSUBPS           Z20, Z21, Z21
+	VPMOVZXBD        16(DI), Z23
+	VPSRLD           $0x04, Z23, Z24
+	VPORD            Z19, Z24, Z24
+	VSUBPS           Z20, Z24, Z24
+	VPTERNLOGD       $0xea, Z19, Z0, Z23
+	VSUBPS           Z20, Z23, Z23
+	VPMOVZXBD        32(DI), Z25
+	VPSRLD           $0x04, Z25, Z26
+	VPORD            Z19, Z26, Z26
+	VSUBPS           Z20, Z26, Z26
+	VPTERNLOGD       $0xea, Z19, Z0, Z25
+	VSUBPS           Z20, Z25, Z25
+	VPMOVZXBD        48(DI), Z27
+	VPSRLD           $0x04, Z27, Z28
+	VPORD            Z19, Z28, Z28
+	VSUBPS           Z20, Z28, Z28
+	VPTERNLOGD       $0xea, Z19, Z0, Z27
+	VSUBPS           Z20, Z27, Z27
+	VFMADD231PS.BCST (BX), Z21, Z1
+	VFMADD231PS.BCST 64(BX), Z21, Z11
+	VFMADD231PS.BCST (BX), Z22, Z4
+	VFMADD231PS.BCST 64(BX), Z22, Z12
+	VFMADD231PS.BCST 1024(BX), Z23, Z5
+	VFMADD231PS.BCST 1088(BX), Z23, Z13
+	VFMADD231PS.BCST 1024(BX), Z24, Z6
+	VFMADD231PS.BCST 1088(BX), Z24, Z14
+	VFMADD231PS.BCST 2048(BX), Z25, Z7
+	VFMADD231PS.BCST 2112(BX), Z25, Z15
+	VFMADD231PS.BCST 2048(BX), Z26, Z8
+	VFMADD231PS.BCST 2112(BX), Z26, Z16
+	VFMADD231PS.BCST 3072(BX), Z27, Z9
+	VFMADD231PS.BCST 3136(BX), Z27, Z17
+	VFMADD231PS.BCST 3072(BX), Z28, Z10
+	VFMADD231PS.BCST 3136(BX), Z28, Z18
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows2_vecs8_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z4, 64(CX)
+	VMOVUPS          Z5, 128(CX)
+	VMOVUPS          Z6, 192(CX)
+	VMOVUPS          Z7, 256(CX)
+	VMOVUPS          Z8, 320(CX)
+	VMOVUPS          Z9, 384(CX)
+	VMOVUPS          Z10, K1, 448(CX)
+	VMOVUPS          Z11, (CX)(DX*1)
+	VMOVUPS          Z12, 64(CX)(DX*1)
+	VMOVUPS          Z13, 128(CX)(DX*1)
+	VMOVUPS          Z14, 192(CX)(DX*1)
+	VMOVUPS          Z15, 256(CX)(DX*1)
+	VMOVUPS          Z16, 320(CX)(DX*1)
+	VMOVUPS          Z17, 384(CX)(DX*1)
+	VMOVUPS          Z18, K1, 448(CX)(DX*1)
+	ADDQ             $0x08, 120(SP)
+	JMP              panelnext
+
+rows2_vecs7_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z4
+	VMULPS       Z0, Z4, Z4
+	VMOVUPS      128(CX), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS      192(CX), Z6
+	VMULPS       Z0, Z6, Z6
+	VMOVUPS      256(CX), Z7
+	VMULPS       Z0, Z7, Z7
+	VMOVUPS      320(CX), Z8
+	VMULPS       Z0, Z8, Z8
+	VMOVUPS      384(CX), Z9
+	VMULPS       Z0, Z9, Z9
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z10
+	VMULPS       Z0, Z10, Z10
+	VMOVUPS      64(CX)(DX*1), Z11
+	VMULPS       Z0, Z11, Z11
+	VMOVUPS      128(CX)(DX*1), Z12
+	VMULPS       Z0, Z12, Z12
+	VMOVUPS      192(CX)(DX*1), Z13
+	VMULPS       Z0, Z13, Z13
+	VMOVUPS      256(CX)(DX*1), Z14
+	VMULPS       Z0, Z14, Z14
+	VMOVUPS      320(CX)(DX*1), Z15
+	VMULPS       Z0, Z15, Z15
+	VMOVUPS      384(CX)(DX*1), Z16
 	VMULPS       Z0, Z16, Z16
 	MOVQ         56(SP), R8
 	MOVQ         24(SP), R9
@@ -82031,12 +80995,12 @@ rows2_vecs8_masked:
 	VMOVDQU32    constsAVX512<>+2816(SB), Z17
 	VMOVDQU32    constsAVX512<>+2880(SB), Z18
 
-rows2_vecs8_masked_keys:
+rows2_vecs7_whole_keys:
 	CMPQ       SI, DI
-	JEQ        rows2_vecs8_masked_keys_fetched
+	JEQ        rows2_vecs7_whole_keys_fetched
 	PREFETCHT1 (SI)
 
-rows2_vecs8_masked_keys_fetched:
+rows2_vecs7_whole_keys_fetched:
 	VPMOVZXBD        (DI), Z19
 	VPSRLD           $0x04, Z19, Z20
 	VPORD            Z17, Z20, Z20
@@ -82056,177 +81020,41 @@ rows2_vecs8_masked_keys_fetched:
 	VPTERNLOGD       $0xea, Z17, Z0, Z23
 	VSUBPS           Z18, Z23, Z23
 	VPMOVZXBD        48(DI), Z25
-	VPSRLD           $0x04, Z25, Z26
-	VPORD            Z17, Z26, Z26
-	VSUBPS           Z18, Z26, Z26
 	VPTERNLOGD       $0xea, Z17, Z0, Z25
 	VSUBPS           Z18, Z25, Z25
 	VFMADD231PS.BCST (BX), Z19, Z1
-	VFMADD231PS.BCST 64(BX), Z19, Z9
-	VFMADD231PS.BCST (BX), Z20, Z2
-	VFMADD231PS.BCST 64(BX), Z20, Z10
-	VFMADD231PS.BCST 1024(BX), Z21, Z3
-	VFMADD231PS.BCST 1088(BX), Z21, Z11
-	VFMADD231PS.BCST 1024(BX), Z22, Z4
-	VFMADD231PS.BCST 1088(BX), Z22, Z12
-	VFMADD231PS.BCST 2048(BX), Z23, Z5
-	VFMADD231PS.BCST 2112(BX), Z23, Z13
-	VFMADD231PS.BCST 2048(BX), Z24, Z6
-	VFMADD231PS.BCST 2112(BX), Z24, Z14
-	VFMADD231PS.BCST 3072(BX), Z25, Z7
-	VFMADD231PS.BCST 3136(BX), Z25, Z15
-	VFMADD231PS.BCST 3072(BX), Z26, Z8
-	VFMADD231PS.BCST 3136(BX), Z26, Z16
-	ADDQ             R8, DI
-	ADDQ             R8, SI
-	ADDQ             $0x04, BX
-	DECQ             R9
-	JNZ              rows2_vecs8_masked_keys
-	VMOVUPS          Z1, (CX)
-	VMOVUPS          Z2, 64(CX)
-	VMOVUPS          Z3, 128(CX)
-	VMOVUPS          Z4, 192(CX)
-	VMOVUPS          Z5, 256(CX)
-	VMOVUPS          Z6, 320(CX)
-	VMOVUPS          Z7, 384(CX)
-	VMOVUPS          Z8, K1, 448(CX)
-	VMOVUPS          Z9, (CX)(DX*1)
-	VMOVUPS          Z10, 64(CX)(DX*1)
-	VMOVUPS          Z11, 128(CX)(DX*1)
-	VMOVUPS          Z12, 192(CX)(DX*1)
-	VMOVUPS          Z13, 256(CX)(DX*1)
-	VMOVUPS          Z14, 320(CX)(DX*1)
-	VMOVUPS          Z15, 384(CX)(DX*1)
-	VMOVUPS          Z16, K1, 448(CX)(DX*1)
-	ADDQ             $0x08, 120(SP)
-	JMP              panelnext
-
-rows2_vecs7_whole:
-	MOVQ         o+88(FP), CX
-	MOVQ         64(SP), DX
-	MOVQ         104(SP), BX
-	IMULQ        DX, BX
-	ADDQ         BX, CX
-	MOVQ         120(SP), BX
-	SHLQ         $0x06, BX
-	ADDQ         BX, CX
-	MOVQ         104(SP), SI
-	VBROADCASTSS 1024(AX)(SI*4), Z0
-	VMOVUPS      (CX), Z1
-	VMULPS       Z0, Z1, Z1
-	VMOVUPS      64(CX), Z2
-	VMULPS       Z0, Z2, Z2
-	VMOVUPS      128(CX), Z3
-	VMULPS       Z0, Z3, Z3
-	VMOVUPS      192(CX), Z4
-	VMULPS       Z0, Z4, Z4
-	VMOVUPS      256(CX), Z5
-	VMULPS       Z0, Z5, Z5
-	VMOVUPS      320(CX), Z6
-	VMULPS       Z0, Z6, Z6
-	VMOVUPS      384(CX), Z7
-	VMULPS       Z0, Z7, Z7
-	VBROADCASTSS 1028(AX)(SI*4), Z0
-	VMOVUPS      (CX)(DX*1), Z8
-	VMULPS       Z0, Z8, Z8
-	VMOVUPS      64(CX)(DX*1), Z9
-	VMULPS       Z0, Z9, Z9
-	VMOVUPS      128(CX)(DX*1), Z10
-	VMULPS       Z0, Z10, Z10
-	VMOVUPS      192(CX)(DX*1), Z11
-	VMULPS       Z0, Z11, Z11
-	VMOVUPS      256(CX)(DX*1), Z12
-	VMULPS       Z0, Z12, Z12
-	VMOVUPS      320(CX)(DX*1), Z13
-	VMULPS       Z0, Z13, Z13
-	VMOVUPS      384(CX)(DX*1), Z14
-	VMULPS       Z0, Z14, Z14
-	MOVQ         56(SP), R8
-	MOVQ         24(SP), R9
-	MOVQ         8(SP), DI
-	MOVQ         R9, BX
-	IMULQ        R8, BX
-	ADDQ         BX, DI
-	MOVQ         120(SP), BX
-	SHLQ         $0x03, BX
-	ADDQ         BX, DI
-	MOVQ         SI, BX
-	SHLQ         $0x04, BX
-	ADDQ         R9, BX
-	LEAQ         (AX)(BX*4), BX
-	MOVQ         120(SP), SI
-	SHRQ         $0x01, SI
-	IMUL3Q       $0x00000400, SI, SI
-	ADDQ         200(SP), SI
-	ADDQ         SI, BX
-	NEGQ         R9
-	ADDQ         $0x10, R9
-	MOVQ         136(SP), SI
-	ADDQ         DI, SI
-	VMOVDQU32    constsAVX512<>+2368(SB), Z0
-	VMOVDQU32    constsAVX512<>+2816(SB), Z15
-	VMOVDQU32    constsAVX512<>+2880(SB), Z16
-
-rows2_vecs7_whole_keys:
-	CMPQ       SI, DI
-	JEQ        rows2_vecs7_whole_keys_fetched
-	PREFETCHT1 (SI)
-
-rows2_vecs7_whole_keys_fetched:
-	VPMOVZXBD        (DI), Z17
-	VPSRLD           $0x04, Z17, Z18
-	VPORD            Z15, Z18, Z18
-	VSUBPS           Z16, Z18, Z18
-	VPTERNLOGD       $0xea, Z15, Z0, Z17
-	VSUBPS           Z16, Z17, Z17
-	VPMOVZXBD        16(DI), Z19
-	VPSRLD           $0x04, Z19, Z20
-	VPORD            Z15, Z20, Z20
-	VSUBPS           Z16, Z20, Z20
-	VPTERNLOGD       $0xea, Z15, Z0, Z19
-	VSUBPS           Z16, Z19, Z19
-	VPMOVZXBD        32(DI), Z21
-	VPSRLD           $0x04, Z21, Z22
-	VPORD            Z15, Z22, Z22
-	VSUBPS           Z16, Z22, Z22
-	VPTERNLOGD       $0xea, Z15, Z0, Z21
-	VSUBPS           Z16, Z21, Z21
-	VPMOVZXBD        48(DI), Z23
-	VPTERNLOGD       $0xea, Z15, Z0, Z23
-	VSUBPS           Z16, Z23, Z23
-	VFMADD231PS.BCST (BX), Z17, Z1
-	VFMADD231PS.BCST 64(BX), Z17, Z8
-	VFMADD231PS.BCST (BX), Z18, Z2
-	VFMADD231PS.BCST 64(BX), Z18, Z9
-	VFMADD231PS.BCST 1024(BX), Z19, Z3
-	VFMADD231PS.BCST 1088(BX), Z19, Z10
-	VFMADD231PS.BCST 1024(BX), Z20, Z4
-	VFMADD231PS.BCST 1088(BX), Z20, Z11
-	VFMADD231PS.BCST 2048(BX), Z21, Z5
-	VFMADD231PS.BCST 2112(BX), Z21, Z12
-	VFMADD231PS.BCST 2048(BX), Z22, Z6
-	VFMADD231PS.BCST 2112(BX), Z22, Z13
-	VFMADD231PS.BCST 3072(BX), Z23, Z7
-	VFMADD231PS.BCST 3136(BX), Z23, Z14
+	VFMADD231PS.BCST 64(BX), Z19, Z10
+	VFMADD231PS.BCST (BX), Z20, Z4
+	VFMADD231PS.BCST 64(BX), Z20, Z11
+	VFMADD231PS.BCST 1024(BX), Z21, Z5
+	VFMADD231PS.BCST 1088(BX), Z21, Z12
+	VFMADD231PS.BCST 1024(BX), Z22, Z6
+	VFMADD231PS.BCST 1088(BX), Z22, Z13
+	VFMADD231PS.BCST 2048(BX), Z23, Z7
+	VFMADD231PS.BCST 2112(BX), Z23, Z14
+	VFMADD231PS.BCST 2048(BX), Z24, Z8
+	VFMADD231PS.BCST 2112(BX), Z24, Z15
+	VFMADD231PS.BCST 3072(BX), Z25, Z9
+	VFMADD231PS.BCST 3136(BX), Z25, Z16
 	ADDQ             R8, DI
 	ADDQ             R8, SI
 	ADDQ             $0x04, BX
 	DECQ             R9
 	JNZ              rows2_vecs7_whole_keys
 	VMOVUPS          Z1, (CX)
-	VMOVUPS          Z2, 64(CX)
-	VMOVUPS          Z3, 128(CX)
-	VMOVUPS          Z4, 192(CX)
-	VMOVUPS          Z5, 256(CX)
-	VMOVUPS          Z6, 320(CX)
-	VMOVUPS          Z7, 384(CX)
-	VMOVUPS          Z8, (CX)(DX*1)
-	VMOVUPS          Z9, 64(CX)(DX*1)
-	VMOVUPS          Z10, 128(CX)(DX*1)
-	VMOVUPS          Z11, 192(CX)(DX*1)
-	VMOVUPS          Z12, 256(CX)(DX*1)
-	VMOVUPS          Z13, 320(CX)(DX*1)
-	VMOVUPS          Z14, 384(CX)(DX*1)
+	VMOVUPS          Z4, 64(CX)
+	VMOVUPS          Z5, 128(CX)
+	VMOVUPS          Z6, 192(CX)
+	VMOVUPS          Z7, 256(CX)
+	VMOVUPS          Z8, 320(CX)
+	VMOVUPS          Z9, 384(CX)
+	VMOVUPS          Z10, (CX)(DX*1)
+	VMOVUPS          Z11, 64(CX)(DX*1)
+	VMOVUPS          Z12, 128(CX)(DX*1)
+	VMOVUPS          Z13, 192(CX)(DX*1)
+	VMOVUPS          Z14, 256(CX)(DX*1)
+	VMOVUPS          Z15, 320(CX)(DX*1)
+	VMOVUPS          Z16, 384(CX)(DX*1)
 	ADDQ             $0x07, 120(SP)
 	JMP              panelnext
 
@@ -82243,32 +81071,157 @@ rows2_vecs7_masked:
 	VBROADCASTSS 1024(AX)(SI*4), Z0
 	VMOVUPS      (CX), Z1
 	VMULPS       Z0, Z1, Z1
-	VMOVUPS      64(CX), Z2
-	VMULPS       Z0, Z2, Z2
-	VMOVUPS      128(CX), Z3
-	VMULPS       Z0, Z3, Z3
-	VMOVUPS      192(CX), Z4
+	VMOVUPS      64(CX), Z4
 	VMULPS       Z0, Z4, Z4
-	VMOVUPS      256(CX), Z5
+	VMOVUPS      128(CX), Z5
 	VMULPS       Z0, Z5, Z5
-	VMOVUPS      320(CX), Z6
+	VMOVUPS      192(CX), Z6
 	VMULPS       Z0, Z6, Z6
-	VMOVUPS.Z    384(CX), K1, Z7
+	VMOVUPS      256(CX), Z7
 	VMULPS       Z0, Z7, Z7
-	VBROADCASTSS 1028(AX)(SI*4), Z0
-	VMOVUPS      (CX)(DX*1), Z8
+	VMOVUPS      320(CX), Z8
 	VMULPS       Z0, Z8, Z8
-	VMOVUPS      64(CX)(DX*1), Z9
+	VMOVUPS.Z    384(CX), K1, Z9
 	VMULPS       Z0, Z9, Z9
-	VMOVUPS      128(CX)(DX*1), Z10
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z10
 	VMULPS       Z0, Z10, Z10
-	VMOVUPS      192(CX)(DX*1), Z11
+	VMOVUPS      64(CX)(DX*1), Z11
 	VMULPS       Z0, Z11, Z11
-	VMOVUPS      256(CX)(DX*1), Z12
+	VMOVUPS      128(CX)(DX*1), Z12
 	VMULPS       Z0, Z12, Z12
-	VMOVUPS      320(CX)(DX*1), Z13
+	VMOVUPS      192(CX)(DX*1), Z13
 	VMULPS       Z0, Z13, Z13
-	VMOVUPS.Z    384(CX)(DX*1), K1, Z14
+	VMOVUPS      256(CX)(DX*1), Z14
+	VMULPS       Z0, Z14, Z14
+	VMOVUPS      320(CX)(DX*1), Z15
+	VMULPS       Z0, Z15, Z15
+	VMOVUPS.Z    384(CX)(DX*1), K1, Z16
+	VMULPS       Z0, Z16, Z16
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	MOVQ         120(SP), SI
+	SHRQ         $0x01, SI
+	IMUL3Q       $0x00000400, SI, SI
+	ADDQ         200(SP), SI
+	ADDQ         SI, BX
+	NEGQ         R9
+	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
+	VMOVDQU32    constsAVX512<>+2368(SB), Z0
+	VMOVDQU32    constsAVX512<>+2816(SB), Z17
+	VMOVDQU32    constsAVX512<>+2880(SB), Z18
+
+rows2_vecs7_masked_keys:
+	CMPQ       SI, DI
+	JEQ        rows2_vecs7_masked_keys_fetched
+	PREFETCHT1 (SI)
+
+rows2_vecs7_masked_keys_fetched:
+	VPMOVZXBD        (DI), Z19
+	VPSRLD           $0x04, Z19, Z20
+	VPORD            Z17, Z20, Z20
+	VSUBPS           Z18, Z20, Z20
+	VPTERNLOGD       $0xea, Z17, Z0, Z19
+	VSUBPS           Z18, Z19, Z19
+	VPMOVZXBD        16(DI), Z21
+	VPSRLD           $0x04, Z21, Z22
+	VPORD            Z17, Z22, Z22
+	VSUBPS           Z18, Z22, Z22
+	VPTERNLOGD       $0xea, Z17, Z0, Z21
+	VSUBPS           Z18, Z21, Z21
+	VPMOVZXBD        32(DI), Z23
+	VPSRLD           $0x04, Z23, Z24
+	VPORD            Z17, Z24, Z24
+	VSUBPS           Z18, Z24, Z24
+	VPTERNLOGD       $0xea, Z17, Z0, Z23
+	VSUBPS           Z18, Z23, Z23
+	VPMOVZXBD        48(DI), Z25
+	VPTERNLOGD       $0xea, Z17, Z0, Z25
+	VSUBPS           Z18, Z25, Z25
+	VFMADD231PS.BCST (BX), Z19, Z1
+	VFMADD231PS.BCST 64(BX), Z19, Z10
+	VFMADD231PS.BCST (BX), Z20, Z4
+	VFMADD231PS.BCST 64(BX), Z20, Z11
+	VFMADD231PS.BCST 1024(BX), Z21, Z5
+	VFMADD231PS.BCST 1088(BX), Z21, Z12
+	VFMADD231PS.BCST 1024(BX), Z22, Z6
+	VFMADD231PS.BCST 1088(BX), Z22, Z13
+	VFMADD231PS.BCST 2048(BX), Z23, Z7
+	VFMADD231PS.BCST 2112(BX), Z23, Z14
+	VFMADD231PS.BCST 2048(BX), Z24, Z8
+	VFMADD231PS.BCST 2112(BX), Z24, Z15
+	VFMADD231PS.BCST 3072(BX), Z25, Z9
+	VFMADD231PS.BCST 3136(BX), Z25, Z16
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows2_vecs7_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z4, 64(CX)
+	VMOVUPS          Z5, 128(CX)
+	VMOVUPS          Z6, 192(CX)
+	VMOVUPS          Z7, 256(CX)
+	VMOVUPS          Z8, 320(CX)
+	VMOVUPS          Z9, K1, 384(CX)
+	VMOVUPS          Z10, (CX)(DX*1)
+	VMOVUPS          Z11, 64(CX)(DX*1)
+	VMOVUPS          Z12, 128(CX)(DX*1)
+	VMOVUPS          Z13, 192(CX)(DX*1)
+	VMOVUPS          Z14, 256(CX)(DX*1)
+	VMOVUPS          Z15, 320(CX)(DX*1)
+	VMOVUPS          Z16, K1, 384(CX)(DX*1)
+	ADDQ             $0x07, 120(SP)
+	JMP              panelnext
+
+rows2_vecs6_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z4
+	VMULPS       Z0, Z4, Z4
+	VMOVUPS      128(CX), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS      192(CX), Z6
+	VMULPS       Z0, Z6, Z6
+	VMOVUPS      256(CX), Z7
+	VMULPS       Z0, Z7, Z7
+	VMOVUPS      320(CX), Z8
+	VMULPS       Z0, Z8, Z8
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z9
+	VMULPS       Z0, Z9, Z9
+	VMOVUPS      64(CX)(DX*1), Z10
+	VMULPS       Z0, Z10, Z10
+	VMOVUPS      128(CX)(DX*1), Z11
+	VMULPS       Z0, Z11, Z11
+	VMOVUPS      192(CX)(DX*1), Z12
+	VMULPS       Z0, Z12, Z12
+	VMOVUPS      256(CX)(DX*1), Z13
+	VMULPS       Z0, Z13, Z13
+	VMOVUPS      320(CX)(DX*1), Z14
 	VMULPS       Z0, Z14, Z14
 	MOVQ         56(SP), R8
 	MOVQ         24(SP), R9
@@ -82296,12 +81249,12 @@ rows2_vecs7_masked:
 	VMOVDQU32    constsAVX512<>+2816(SB), Z15
 	VMOVDQU32    constsAVX512<>+2880(SB), Z16
 
-rows2_vecs7_masked_keys:
+rows2_vecs6_whole_keys:
 	CMPQ       SI, DI
-	JEQ        rows2_vecs7_masked_keys_fetched
+	JEQ        rows2_vecs6_whole_keys_fetched
 	PREFETCHT1 (SI)
 
-rows2_vecs7_masked_keys_fetched:
+rows2_vecs6_whole_keys_fetched:
 	VPMOVZXBD        (DI), Z17
 	VPSRLD           $0x04, Z17, Z18
 	VPORD            Z15, Z18, Z18
@@ -82320,160 +81273,35 @@ rows2_vecs7_masked_keys_fetched:
 	VSUBPS           Z16, Z22, Z22
 	VPTERNLOGD       $0xea, Z15, Z0, Z21
 	VSUBPS           Z16, Z21, Z21
-	VPMOVZXBD        48(DI), Z23
-	VPTERNLOGD       $0xea, Z15, Z0, Z23
-	VSUBPS           Z16, Z23, Z23
 	VFMADD231PS.BCST (BX), Z17, Z1
-	VFMADD231PS.BCST 64(BX), Z17, Z8
-	VFMADD231PS.BCST (BX), Z18, Z2
-	VFMADD231PS.BCST 64(BX), Z18, Z9
-	VFMADD231PS.BCST 1024(BX), Z19, Z3
-	VFMADD231PS.BCST 1088(BX), Z19, Z10
-	VFMADD231PS.BCST 1024(BX), Z20, Z4
-	VFMADD231PS.BCST 1088(BX), Z20, Z11
-	VFMADD231PS.BCST 2048(BX), Z21, Z5
-	VFMADD231PS.BCST 2112(BX), Z21, Z12
-	VFMADD231PS.BCST 2048(BX), Z22, Z6
-	VFMADD231PS.BCST 2112(BX), Z22, Z13
-	VFMADD231PS.BCST 3072(BX), Z23, Z7
-	VFMADD231PS.BCST 3136(BX), Z23, Z14
-	ADDQ             R8, DI
-	ADDQ             R8, SI
-	ADDQ             $0x04, BX
-	DECQ             R9
-	JNZ              rows2_vecs7_masked_keys
-	VMOVUPS          Z1, (CX)
-	VMOVUPS          Z2, 64(CX)
-	VMOVUPS          Z3, 128(CX)
-	VMOVUPS          Z4, 192(CX)
-	VMOVUPS          Z5, 256(CX)
-	VMOVUPS          Z6, 320(CX)
-	VMOVUPS          Z7, K1, 384(CX)
-	VMOVUPS          Z8, (CX)(DX*1)
-	VMOVUPS          Z9, 64(CX)(DX*1)
-	VMOVUPS          Z10, 128(CX)(DX*1)
-	VMOVUPS          Z11, 192(CX)(DX*1)
-	VMOVUPS          Z12, 256(CX)(DX*1)
-	VMOVUPS          Z13, 320(CX)(DX*1)
-	VMOVUPS          Z14, K1, 384(CX)(DX*1)
-	ADDQ             $0x07, 120(SP)
-	JMP              panelnext
-
-rows2_vecs6_whole:
-	MOVQ         o+88(FP), CX
-	MOVQ         64(SP), DX
-	MOVQ         104(SP), BX
-	IMULQ        DX, BX
-	ADDQ         BX, CX
-	MOVQ         120(SP), BX
-	SHLQ         $0x06, BX
-	ADDQ         BX, CX
-	MOVQ         104(SP), SI
-	VBROADCASTSS 1024(AX)(SI*4), Z0
-	VMOVUPS      (CX), Z1
-	VMULPS       Z0, Z1, Z1
-	VMOVUPS      64(CX), Z2
-	VMULPS       Z0, Z2, Z2
-	VMOVUPS      128(CX), Z3
-	VMULPS       Z0, Z3, Z3
-	VMOVUPS      192(CX), Z4
-	VMULPS       Z0, Z4, Z4
-	VMOVUPS      256(CX), Z5
-	VMULPS       Z0, Z5, Z5
-	VMOVUPS      320(CX), Z6
-	VMULPS       Z0, Z6, Z6
-	VBROADCASTSS 1028(AX)(SI*4), Z0
-	VMOVUPS      (CX)(DX*1), Z7
-	VMULPS       Z0, Z7, Z7
-	VMOVUPS      64(CX)(DX*1), Z8
-	VMULPS       Z0, Z8, Z8
-	VMOVUPS      128(CX)(DX*1), Z9
-	VMULPS       Z0, Z9, Z9
-	VMOVUPS      192(CX)(DX*1), Z10
-	VMULPS       Z0, Z10, Z10
-	VMOVUPS      256(CX)(DX*1), Z11
-	VMULPS       Z0, Z11, Z11
-	VMOVUPS      320(CX)(DX*1), Z12
-	VMULPS       Z0, Z12, Z12
-	MOVQ         56(SP), R8
-	MOVQ         24(SP), R9
-	MOVQ         8(SP), DI
-	MOVQ         R9, BX
-	IMULQ        R8, BX
-	ADDQ         BX, DI
-	MOVQ         120(SP), BX
-	SHLQ         $0x03, BX
-	ADDQ         BX, DI
-	MOVQ         SI, BX
-	SHLQ         $0x04, BX
-	ADDQ         R9, BX
-	LEAQ         (AX)(BX*4), BX
-	MOVQ         120(SP), SI
-	SHRQ         $0x01, SI
-	IMUL3Q       $0x00000400, SI, SI
-	ADDQ         200(SP), SI
-	ADDQ         SI, BX
-	NEGQ         R9
-	ADDQ         $0x10, R9
-	MOVQ         136(SP), SI
-	ADDQ         DI, SI
-	VMOVDQU32    constsAVX512<>+2368(SB), Z0
-	VMOVDQU32    constsAVX512<>+2816(SB), Z13
-	VMOVDQU32    constsAVX512<>+2880(SB), Z14
-
-rows2_vecs6_whole_keys:
-	CMPQ       SI, DI
-	JEQ        rows2_vecs6_whole_keys_fetched
-	PREFETCHT1 (SI)
-
-rows2_vecs6_whole_keys_fetched:
-	VPMOVZXBD        (DI), Z15
-	VPSRLD           $0x04, Z15, Z16
-	VPORD            Z13, Z16, Z16
-	VSUBPS           Z14, Z16, Z16
-	VPTERNLOGD       $0xea, Z13, Z0, Z15
-	VSUBPS           Z14, Z15, Z15
-	VPMOVZXBD        16(DI), Z17
-	VPSRLD           $0x04, Z17, Z18
-	VPORD            Z13, Z18, Z18
-	VSUBPS           Z14, Z18, Z18
-	VPTERNLOGD       $0xea, Z13, Z0, Z17
-	VSUBPS           Z14, Z17, Z17
-	VPMOVZXBD        32(DI), Z19
-	VPSRLD           $0x04, Z19, Z20
-	VPORD            Z13, Z20, Z20
-	VSUBPS           Z14, Z20, Z20
-	VPTERNLOGD       $0xea, Z13, Z0, Z19
-	VSUBPS           Z14, Z19, Z19
-	VFMADD231PS.BCST (BX), Z15, Z1
-	VFMADD231PS.BCST 64(BX), Z15, Z7
-	VFMADD231PS.BCST (BX), Z16, Z2
-	VFMADD231PS.BCST 64(BX), Z16, Z8
-	VFMADD231PS.BCST 1024(BX), Z17, Z3
-	VFMADD231PS.BCST 1088(BX), Z17, Z9
-	VFMADD231PS.BCST 1024(BX), Z18, Z4
-	VFMADD231PS.BCST 1088(BX), Z18, Z10
-	VFMADD231PS.BCST 2048(BX), Z19, Z5
-	VFMADD231PS.BCST 2112(BX), Z19, Z11
-	VFMADD231PS.BCST 2048(BX), Z20, Z6
-	VFMADD231PS.BCST 2112(BX), Z20, Z12
+	VFMADD231PS.BCST 64(BX), Z17, Z9
+	VFMADD231PS.BCST (BX), Z18, Z4
+	VFMADD231PS.BCST 64(BX), Z18, Z10
+	VFMADD231PS.BCST 1024(BX), Z19, Z5
+	VFMADD231PS.BCST 1088(BX), Z19, Z11
+	VFMADD231PS.BCST 1024(BX), Z20, Z6
+	VFMADD231PS.BCST 1088(BX), Z20, Z12
+	VFMADD231PS.BCST 2048(BX), Z21, Z7
+	VFMADD231PS.BCST 2112(BX), Z21, Z13
+	VFMADD231PS.BCST 2048(BX), Z22, Z8
+	VFMADD231PS.BCST 2112(BX), Z22, Z14
 	ADDQ             R8, DI
 	ADDQ             R8, SI
 	ADDQ             $0x04, BX
 	DECQ             R9
 	JNZ              rows2_vecs6_whole_keys
 	VMOVUPS          Z1, (CX)
-	VMOVUPS          Z2, 64(CX)
-	VMOVUPS          Z3, 128(CX)
-	VMOVUPS          Z4, 192(CX)
-	VMOVUPS          Z5, 256(CX)
-	VMOVUPS          Z6, 320(CX)
-	VMOVUPS          Z7, (CX)(DX*1)
-	VMOVUPS          Z8, 64(CX)(DX*1)
-	VMOVUPS          Z9, 128(CX)(DX*1)
-	VMOVUPS          Z10, 192(CX)(DX*1)
-	VMOVUPS          Z11, 256(CX)(DX*1)
-	VMOVUPS          Z12, 320(CX)(DX*1)
+	VMOVUPS          Z4, 64(CX)
+	VMOVUPS          Z5, 128(CX)
+	VMOVUPS          Z6, 192(CX)
+	VMOVUPS          Z7, 256(CX)
+	VMOVUPS          Z8, 320(CX)
+	VMOVUPS          Z9, (CX)(DX*1)
+	VMOVUPS          Z10, 64(CX)(DX*1)
+	VMOVUPS          Z11, 128(CX)(DX*1)
+	VMOVUPS          Z12, 192(CX)(DX*1)
+	VMOVUPS          Z13, 256(CX)(DX*1)
+	VMOVUPS          Z14, 320(CX)(DX*1)
 	ADDQ             $0x06, 120(SP)
 	JMP              panelnext
 
@@ -82490,28 +81318,142 @@ rows2_vecs6_masked:
 	VBROADCASTSS 1024(AX)(SI*4), Z0
 	VMOVUPS      (CX), Z1
 	VMULPS       Z0, Z1, Z1
-	VMOVUPS      64(CX), Z2
-	VMULPS       Z0, Z2, Z2
-	VMOVUPS      128(CX), Z3
-	VMULPS       Z0, Z3, Z3
-	VMOVUPS      192(CX), Z4
+	VMOVUPS      64(CX), Z4
 	VMULPS       Z0, Z4, Z4
-	VMOVUPS      256(CX), Z5
+	VMOVUPS      128(CX), Z5
 	VMULPS       Z0, Z5, Z5
-	VMOVUPS.Z    320(CX), K1, Z6
+	VMOVUPS      192(CX), Z6
 	VMULPS       Z0, Z6, Z6
-	VBROADCASTSS 1028(AX)(SI*4), Z0
-	VMOVUPS      (CX)(DX*1), Z7
+	VMOVUPS      256(CX), Z7
 	VMULPS       Z0, Z7, Z7
-	VMOVUPS      64(CX)(DX*1), Z8
+	VMOVUPS.Z    320(CX), K1, Z8
 	VMULPS       Z0, Z8, Z8
-	VMOVUPS      128(CX)(DX*1), Z9
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z9
 	VMULPS       Z0, Z9, Z9
-	VMOVUPS      192(CX)(DX*1), Z10
+	VMOVUPS      64(CX)(DX*1), Z10
 	VMULPS       Z0, Z10, Z10
-	VMOVUPS      256(CX)(DX*1), Z11
+	VMOVUPS      128(CX)(DX*1), Z11
 	VMULPS       Z0, Z11, Z11
-	VMOVUPS.Z    320(CX)(DX*1), K1, Z12
+	VMOVUPS      192(CX)(DX*1), Z12
+	VMULPS       Z0, Z12, Z12
+	VMOVUPS      256(CX)(DX*1), Z13
+	VMULPS       Z0, Z13, Z13
+	VMOVUPS.Z    320(CX)(DX*1), K1, Z14
+	VMULPS       Z0, Z14, Z14
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	MOVQ         120(SP), SI
+	SHRQ         $0x01, SI
+	IMUL3Q       $0x00000400, SI, SI
+	ADDQ         200(SP), SI
+	ADDQ         SI, BX
+	NEGQ         R9
+	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
+	VMOVDQU32    constsAVX512<>+2368(SB), Z0
+	VMOVDQU32    constsAVX512<>+2816(SB), Z15
+	VMOVDQU32    constsAVX512<>+2880(SB), Z16
+
+rows2_vecs6_masked_keys:
+	CMPQ       SI, DI
+	JEQ        rows2_vecs6_masked_keys_fetched
+	PREFETCHT1 (SI)
+
+rows2_vecs6_masked_keys_fetched:
+	VPMOVZXBD        (DI), Z17
+	VPSRLD           $0x04, Z17, Z18
+	VPORD            Z15, Z18, Z18
+	VSUBPS           Z16, Z18, Z18
+	VPTERNLOGD       $0xea, Z15, Z0, Z17
+	VSUBPS           Z16, Z17, Z17
+	VPMOVZXBD        16(DI), Z19
+	VPSRLD           $0x04, Z19, Z20
+	VPORD            Z15, Z20, Z20
+	VSUBPS           Z16, Z20, Z20
+	VPTERNLOGD       $0xea, Z15, Z0, Z19
+	VSUBPS           Z16, Z19, Z19
+	VPMOVZXBD        32(DI), Z21
+	VPSRLD           $0x04, Z21, Z22
+	VPORD            Z15, Z22, Z22
+	VSUBPS           Z16, Z22, Z22
+	VPTERNLOGD       $0xea, Z15, Z0, Z21
+	VSUBPS           Z16, Z21, Z21
+	VFMADD231PS.BCST (BX), Z17, Z1
+	VFMADD231PS.BCST 64(BX), Z17, Z9
+	VFMADD231PS.BCST (BX), Z18, Z4
+	VFMADD231PS.BCST 64(BX), Z18, Z10
+	VFMADD231PS.BCST 1024(BX), Z19, Z5
+	VFMADD231PS.BCST 1088(BX), Z19, Z11
+	VFMADD231PS.BCST 1024(BX), Z20, Z6
+	VFMADD231PS.BCST 1088(BX), Z20, Z12
+	VFMADD231PS.BCST 2048(BX), Z21, Z7
+	VFMADD231PS.BCST 2112(BX), Z21, Z13
+	VFMADD231PS.BCST 2048(BX), Z22, Z8
+	VFMADD231PS.BCST 2112(BX), Z22, Z14
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows2_vecs6_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z4, 64(CX)
+	VMOVUPS          Z5, 128(CX)
+	VMOVUPS          Z6, 192(CX)
+	VMOVUPS          Z7, 256(CX)
+	VMOVUPS          Z8, K1, 320(CX)
+	VMOVUPS          Z9, (CX)(DX*1)
+	VMOVUPS          Z10, 64(CX)(DX*1)
+	VMOVUPS          Z11, 128(CX)(DX*1)
+	VMOVUPS          Z12, 192(CX)(DX*1)
+	VMOVUPS          Z13, 256(CX)(DX*1)
+	VMOVUPS          Z14, K1, 320(CX)(DX*1)
+	ADDQ             $0x06, 120(SP)
+	JMP              panelnext
+
+rows2_vecs5_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z4
+	VMULPS       Z0, Z4, Z4
+	VMOVUPS      128(CX), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS      192(CX), Z6
+	VMULPS       Z0, Z6, Z6
+	VMOVUPS      256(CX), Z7
+	VMULPS       Z0, Z7, Z7
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z8
+	VMULPS       Z0, Z8, Z8
+	VMOVUPS      64(CX)(DX*1), Z9
+	VMULPS       Z0, Z9, Z9
+	VMOVUPS      128(CX)(DX*1), Z10
+	VMULPS       Z0, Z10, Z10
+	VMOVUPS      192(CX)(DX*1), Z11
+	VMULPS       Z0, Z11, Z11
+	VMOVUPS      256(CX)(DX*1), Z12
 	VMULPS       Z0, Z12, Z12
 	MOVQ         56(SP), R8
 	MOVQ         24(SP), R9
@@ -82539,12 +81481,12 @@ rows2_vecs6_masked:
 	VMOVDQU32    constsAVX512<>+2816(SB), Z13
 	VMOVDQU32    constsAVX512<>+2880(SB), Z14
 
-rows2_vecs6_masked_keys:
+rows2_vecs5_whole_keys:
 	CMPQ       SI, DI
-	JEQ        rows2_vecs6_masked_keys_fetched
+	JEQ        rows2_vecs5_whole_keys_fetched
 	PREFETCHT1 (SI)
 
-rows2_vecs6_masked_keys_fetched:
+rows2_vecs5_whole_keys_fetched:
 	VPMOVZXBD        (DI), Z15
 	VPSRLD           $0x04, Z15, Z16
 	VPORD            Z13, Z16, Z16
@@ -82558,147 +81500,33 @@ rows2_vecs6_masked_keys_fetched:
 	VPTERNLOGD       $0xea, Z13, Z0, Z17
 	VSUBPS           Z14, Z17, Z17
 	VPMOVZXBD        32(DI), Z19
-	VPSRLD           $0x04, Z19, Z20
-	VPORD            Z13, Z20, Z20
-	VSUBPS           Z14, Z20, Z20
 	VPTERNLOGD       $0xea, Z13, Z0, Z19
 	VSUBPS           Z14, Z19, Z19
 	VFMADD231PS.BCST (BX), Z15, Z1
-	VFMADD231PS.BCST 64(BX), Z15, Z7
-	VFMADD231PS.BCST (BX), Z16, Z2
-	VFMADD231PS.BCST 64(BX), Z16, Z8
-	VFMADD231PS.BCST 1024(BX), Z17, Z3
-	VFMADD231PS.BCST 1088(BX), Z17, Z9
-	VFMADD231PS.BCST 1024(BX), Z18, Z4
-	VFMADD231PS.BCST 1088(BX), Z18, Z10
-	VFMADD231PS.BCST 2048(BX), Z19, Z5
-	VFMADD231PS.BCST 2112(BX), Z19, Z11
-	VFMADD231PS.BCST 2048(BX), Z20, Z6
-	VFMADD231PS.BCST 2112(BX), Z20, Z12
-	ADDQ             R8, DI
-	ADDQ             R8, SI
-	ADDQ             $0x04, BX
-	DECQ             R9
-	JNZ              rows2_vecs6_masked_keys
-	VMOVUPS          Z1, (CX)
-	VMOVUPS          Z2, 64(CX)
-	VMOVUPS          Z3, 128(CX)
-	VMOVUPS          Z4, 192(CX)
-	VMOVUPS          Z5, 256(CX)
-	VMOVUPS          Z6, K1, 320(CX)
-	VMOVUPS          Z7, (CX)(DX*1)
-	VMOVUPS          Z8, 64(CX)(DX*1)
-	VMOVUPS          Z9, 128(CX)(DX*1)
-	VMOVUPS          Z10, 192(CX)(DX*1)
-	VMOVUPS          Z11, 256(CX)(DX*1)
-	VMOVUPS          Z12, K1, 320(CX)(DX*1)
-	ADDQ             $0x06, 120(SP)
-	JMP              panelnext
-
-rows2_vecs5_whole:
-	MOVQ         o+88(FP), CX
-	MOVQ         64(SP), DX
-	MOVQ         104(SP), BX
-	IMULQ        DX, BX
-	ADDQ         BX, CX
-	MOVQ         120(SP), BX
-	SHLQ         $0x06, BX
-	ADDQ         BX, CX
-	MOVQ         104(SP), SI
-	VBROADCASTSS 1024(AX)(SI*4), Z0
-	VMOVUPS      (CX), Z1
-	VMULPS       Z0, Z1, Z1
-	VMOVUPS      64(CX), Z2
-	VMULPS       Z0, Z2, Z2
-	VMOVUPS      128(CX), Z3
-	VMULPS       Z0, Z3, Z3
-	VMOVUPS      192(CX), Z4
-	VMULPS       Z0, Z4, Z4
-	VMOVUPS      256(CX), Z5
-	VMULPS       Z0, Z5, Z5
-	VBROADCASTSS 1028(AX)(SI*4), Z0
-	VMOVUPS      (CX)(DX*1), Z6
-	VMULPS       Z0, Z6, Z6
-	VMOVUPS      64(CX)(DX*1), Z7
-	VMULPS       Z0, Z7, Z7
-	VMOVUPS      128(CX)(DX*1), Z8
-	VMULPS       Z0, Z8, Z8
-	VMOVUPS      192(CX)(DX*1), Z9
-	VMULPS       Z0, Z9, Z9
-	VMOVUPS      256(CX)(DX*1), Z10
-	VMULPS       Z0, Z10, Z10
-	MOVQ         56(SP), R8
-	MOVQ         24(SP), R9
-	MOVQ         8(SP), DI
-	MOVQ         R9, BX
-	IMULQ        R8, BX
-	ADDQ         BX, DI
-	MOVQ         120(SP), BX
-	SHLQ         $0x03, BX
-	ADDQ         BX, DI
-	MOVQ         SI, BX
-	SHLQ         $0x04, BX
-	ADDQ         R9, BX
-	LEAQ         (AX)(BX*4), BX
-	MOVQ         120(SP), SI
-	SHRQ         $0x01, SI
-	IMUL3Q       $0x00000400, SI, SI
-	ADDQ         200(SP), SI
-	ADDQ         SI, BX
-	NEGQ         R9
-	ADDQ         $0x10, R9
-	MOVQ         136(SP), SI
-	ADDQ         DI, SI
-	VMOVDQU32    constsAVX512<>+2368(SB), Z0
-	VMOVDQU32    constsAVX512<>+2816(SB), Z11
-	VMOVDQU32    constsAVX512<>+2880(SB), Z12
-
-rows2_vecs5_whole_keys:
-	CMPQ       SI, DI
-	JEQ        rows2_vecs5_whole_keys_fetched
-	PREFETCHT1 (SI)
-
-rows2_vecs5_whole_keys_fetched:
-	VPMOVZXBD        (DI), Z13
-	VPSRLD           $0x04, Z13, Z14
-	VPORD            Z11, Z14, Z14
-	VSUBPS           Z12, Z14, Z14
-	VPTERNLOGD       $0xea, Z11, Z0, Z13
-	VSUBPS           Z12, Z13, Z13
-	VPMOVZXBD        16(DI), Z15
-	VPSRLD           $0x04, Z15, Z16
-	VPORD            Z11, Z16, Z16
-	VSUBPS           Z12, Z16, Z16
-	VPTERNLOGD       $0xea, Z11, Z0, Z15
-	VSUBPS           Z12, Z15, Z15
-	VPMOVZXBD        32(DI), Z17
-	VPTERNLOGD       $0xea, Z11, Z0, Z17
-	VSUBPS           Z12, Z17, Z17
-	VFMADD231PS.BCST (BX), Z13, Z1
-	VFMADD231PS.BCST 64(BX), Z13, Z6
-	VFMADD231PS.BCST (BX), Z14, Z2
-	VFMADD231PS.BCST 64(BX), Z14, Z7
-	VFMADD231PS.BCST 1024(BX), Z15, Z3
-	VFMADD231PS.BCST 1088(BX), Z15, Z8
-	VFMADD231PS.BCST 1024(BX), Z16, Z4
-	VFMADD231PS.BCST 1088(BX), Z16, Z9
-	VFMADD231PS.BCST 2048(BX), Z17, Z5
-	VFMADD231PS.BCST 2112(BX), Z17, Z10
+	VFMADD231PS.BCST 64(BX), Z15, Z8
+	VFMADD231PS.BCST (BX), Z16, Z4
+	VFMADD231PS.BCST 64(BX), Z16, Z9
+	VFMADD231PS.BCST 1024(BX), Z17, Z5
+	VFMADD231PS.BCST 1088(BX), Z17, Z10
+	VFMADD231PS.BCST 1024(BX), Z18, Z6
+	VFMADD231PS.BCST 1088(BX), Z18, Z11
+	VFMADD231PS.BCST 2048(BX), Z19, Z7
+	VFMADD231PS.BCST 2112(BX), Z19, Z12
 	ADDQ             R8, DI
 	ADDQ             R8, SI
 	ADDQ             $0x04, BX
 	DECQ             R9
 	JNZ              rows2_vecs5_whole_keys
 	VMOVUPS          Z1, (CX)
-	VMOVUPS          Z2, 64(CX)
-	VMOVUPS          Z3, 128(CX)
-	VMOVUPS          Z4, 192(CX)
-	VMOVUPS          Z5, 256(CX)
-	VMOVUPS          Z6, (CX)(DX*1)
-	VMOVUPS          Z7, 64(CX)(DX*1)
-	VMOVUPS          Z8, 128(CX)(DX*1)
-	VMOVUPS          Z9, 192(CX)(DX*1)
-	VMOVUPS          Z10, 256(CX)(DX*1)
+	VMOVUPS          Z4, 64(CX)
+	VMOVUPS          Z5, 128(CX)
+	VMOVUPS          Z6, 192(CX)
+	VMOVUPS          Z7, 256(CX)
+	VMOVUPS          Z8, (CX)(DX*1)
+	VMOVUPS          Z9, 64(CX)(DX*1)
+	VMOVUPS          Z10, 128(CX)(DX*1)
+	VMOVUPS          Z11, 192(CX)(DX*1)
+	VMOVUPS          Z12, 256(CX)(DX*1)
 	ADDQ             $0x05, 120(SP)
 	JMP              panelnext
 
@@ -82715,24 +81543,127 @@ rows2_vecs5_masked:
 	VBROADCASTSS 1024(AX)(SI*4), Z0
 	VMOVUPS      (CX), Z1
 	VMULPS       Z0, Z1, Z1
-	VMOVUPS      64(CX), Z2
-	VMULPS       Z0, Z2, Z2
-	VMOVUPS      128(CX), Z3
-	VMULPS       Z0, Z3, Z3
-	VMOVUPS      192(CX), Z4
+	VMOVUPS      64(CX), Z4
 	VMULPS       Z0, Z4, Z4
-	VMOVUPS.Z    256(CX), K1, Z5
+	VMOVUPS      128(CX), Z5
 	VMULPS       Z0, Z5, Z5
-	VBROADCASTSS 1028(AX)(SI*4), Z0
-	VMOVUPS      (CX)(DX*1), Z6
+	VMOVUPS      192(CX), Z6
 	VMULPS       Z0, Z6, Z6
-	VMOVUPS      64(CX)(DX*1), Z7
+	VMOVUPS.Z    256(CX), K1, Z7
 	VMULPS       Z0, Z7, Z7
-	VMOVUPS      128(CX)(DX*1), Z8
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z8
 	VMULPS       Z0, Z8, Z8
-	VMOVUPS      192(CX)(DX*1), Z9
+	VMOVUPS      64(CX)(DX*1), Z9
 	VMULPS       Z0, Z9, Z9
-	VMOVUPS.Z    256(CX)(DX*1), K1, Z10
+	VMOVUPS      128(CX)(DX*1), Z10
+	VMULPS       Z0, Z10, Z10
+	VMOVUPS      192(CX)(DX*1), Z11
+	VMULPS       Z0, Z11, Z11
+	VMOVUPS.Z    256(CX)(DX*1), K1, Z12
+	VMULPS       Z0, Z12, Z12
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	MOVQ         120(SP), SI
+	SHRQ         $0x01, SI
+	IMUL3Q       $0x00000400, SI, SI
+	ADDQ         200(SP), SI
+	ADDQ         SI, BX
+	NEGQ         R9
+	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
+	VMOVDQU32    constsAVX512<>+2368(SB), Z0
+	VMOVDQU32    constsAVX512<>+2816(SB), Z13
+	VMOVDQU32    constsAVX512<>+2880(SB), Z14
+
+rows2_vecs5_masked_keys:
+	CMPQ       SI, DI
+	JEQ        rows2_vecs5_masked_keys_fetched
+	PREFETCHT1 (SI)
+
+rows2_vecs5_masked_keys_fetched:
+	VPMOVZXBD        (DI), Z15
+	VPSRLD           $0x04, Z15, Z16
+	VPORD            Z13, Z16, Z16
+	VSUBPS           Z14, Z16, Z16
+	VPTERNLOGD       $0xea, Z13, Z0, Z15
+	VSUBPS           Z14, Z15, Z15
+	VPMOVZXBD        16(DI), Z17
+	VPSRLD           $0x04, Z17, Z18
+	VPORD            Z13, Z18, Z18
+	VSUBPS           Z14, Z18, Z18
+	VPTERNLOGD       $0xea, Z13, Z0, Z17
+	VSUBPS           Z14, Z17, Z17
+	VPMOVZXBD        32(DI), Z19
+	VPTERNLOGD       $0xea, Z13, Z0, Z19
+	VSUBPS           Z14, Z19, Z19
+	VFMADD231PS.BCST (BX), Z15, Z1
+	VFMADD231PS.BCST 64(BX), Z15, Z8
+	VFMADD231PS.BCST (BX), Z16, Z4
+	VFMADD231PS.BCST 64(BX), Z16, Z9
+	VFMADD231PS.BCST 1024(BX), Z17, Z5
+	VFMADD231PS.BCST 1088(BX), Z17, Z10
+	VFMADD231PS.BCST 1024(BX), Z18, Z6
+	VFMADD231PS.BCST 1088(BX), Z18, Z11
+	VFMADD231PS.BCST 2048(BX), Z19, Z7
+	VFMADD231PS.BCST 2112(BX), Z19, Z12
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows2_vecs5_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z4, 64(CX)
+	VMOVUPS          Z5, 128(CX)
+	VMOVUPS          Z6, 192(CX)
+	VMOVUPS          Z7, K1, 256(CX)
+	VMOVUPS          Z8, (CX)(DX*1)
+	VMOVUPS          Z9, 64(CX)(DX*1)
+	VMOVUPS          Z10, 128(CX)(DX*1)
+	VMOVUPS          Z11, 192(CX)(DX*1)
+	VMOVUPS          Z12, K1, 256(CX)(DX*1)
+	ADDQ             $0x05, 120(SP)
+	JMP              panelnext
+
+rows2_vecs4_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z4
+	VMULPS       Z0, Z4, Z4
+	VMOVUPS      128(CX), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS      192(CX), Z6
+	VMULPS       Z0, Z6, Z6
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z7
+	VMULPS       Z0, Z7, Z7
+	VMOVUPS      64(CX)(DX*1), Z8
+	VMULPS       Z0, Z8, Z8
+	VMOVUPS      128(CX)(DX*1), Z9
+	VMULPS       Z0, Z9, Z9
+	VMOVUPS      192(CX)(DX*1), Z10
 	VMULPS       Z0, Z10, Z10
 	MOVQ         56(SP), R8
 	MOVQ         24(SP), R9
@@ -82760,12 +81691,12 @@ rows2_vecs5_masked:
 	VMOVDQU32    constsAVX512<>+2816(SB), Z11
 	VMOVDQU32    constsAVX512<>+2880(SB), Z12
 
-rows2_vecs5_masked_keys:
+rows2_vecs4_whole_keys:
 	CMPQ       SI, DI
-	JEQ        rows2_vecs5_masked_keys_fetched
+	JEQ        rows2_vecs4_whole_keys_fetched
 	PREFETCHT1 (SI)
 
-rows2_vecs5_masked_keys_fetched:
+rows2_vecs4_whole_keys_fetched:
 	VPMOVZXBD        (DI), Z13
 	VPSRLD           $0x04, Z13, Z14
 	VPORD            Z11, Z14, Z14
@@ -82778,130 +81709,27 @@ rows2_vecs5_masked_keys_fetched:
 	VSUBPS           Z12, Z16, Z16
 	VPTERNLOGD       $0xea, Z11, Z0, Z15
 	VSUBPS           Z12, Z15, Z15
-	VPMOVZXBD        32(DI), Z17
-	VPTERNLOGD       $0xea, Z11, Z0, Z17
-	VSUBPS           Z12, Z17, Z17
 	VFMADD231PS.BCST (BX), Z13, Z1
-	VFMADD231PS.BCST 64(BX), Z13, Z6
-	VFMADD231PS.BCST (BX), Z14, Z2
-	VFMADD231PS.BCST 64(BX), Z14, Z7
-	VFMADD231PS.BCST 1024(BX), Z15, Z3
-	VFMADD231PS.BCST 1088(BX), Z15, Z8
-	VFMADD231PS.BCST 1024(BX), Z16, Z4
-	VFMADD231PS.BCST 1088(BX), Z16, Z9
-	VFMADD231PS.BCST 2048(BX), Z17, Z5
-	VFMADD231PS.BCST 2112(BX), Z17, Z10
-	ADDQ             R8, DI
-	ADDQ             R8, SI
-	ADDQ             $0x04, BX
-	DECQ             R9
-	JNZ              rows2_vecs5_masked_keys
-	VMOVUPS          Z1, (CX)
-	VMOVUPS          Z2, 64(CX)
-	VMOVUPS          Z3, 128(CX)
-	VMOVUPS          Z4, 192(CX)
-	VMOVUPS          Z5, K1, 256(CX)
-	VMOVUPS          Z6, (CX)(DX*1)
-	VMOVUPS          Z7, 64(CX)(DX*1)
-	VMOVUPS          Z8, 128(CX)(DX*1)
-	VMOVUPS          Z9, 192(CX)(DX*1)
-	VMOVUPS          Z10, K1, 256(CX)(DX*1)
-	ADDQ             $0x05, 120(SP)
-	JMP              panelnext
-
-rows2_vecs4_whole:
-	MOVQ         o+88(FP), CX
-	MOVQ         64(SP), DX
-	MOVQ         104(SP), BX
-	IMULQ        DX, BX
-	ADDQ         BX, CX
-	MOVQ         120(SP), BX
-	SHLQ         $0x06, BX
-	ADDQ         BX, CX
-	MOVQ         104(SP), SI
-	VBROADCASTSS 1024(AX)(SI*4), Z0
-	VMOVUPS      (CX), Z1
-	VMULPS       Z0, Z1, Z1
-	VMOVUPS      64(CX), Z2
-	VMULPS       Z0, Z2, Z2
-	VMOVUPS      128(CX), Z3
-	VMULPS       Z0, Z3, Z3
-	VMOVUPS      192(CX), Z4
-	VMULPS       Z0, Z4, Z4
-	VBROADCASTSS 1028(AX)(SI*4), Z0
-	VMOVUPS      (CX)(DX*1), Z5
-	VMULPS       Z0, Z5, Z5
-	VMOVUPS      64(CX)(DX*1), Z6
-	VMULPS       Z0, Z6, Z6
-	VMOVUPS      128(CX)(DX*1), Z7
-	VMULPS       Z0, Z7, Z7
-	VMOVUPS      192(CX)(DX*1), Z8
-	VMULPS       Z0, Z8, Z8
-	MOVQ         56(SP), R8
-	MOVQ         24(SP), R9
-	MOVQ         8(SP), DI
-	MOVQ         R9, BX
-	IMULQ        R8, BX
-	ADDQ         BX, DI
-	MOVQ         120(SP), BX
-	SHLQ         $0x03, BX
-	ADDQ         BX, DI
-	MOVQ         SI, BX
-	SHLQ         $0x04, BX
-	ADDQ         R9, BX
-	LEAQ         (AX)(BX*4), BX
-	MOVQ         120(SP), SI
-	SHRQ         $0x01, SI
-	IMUL3Q       $0x00000400, SI, SI
-	ADDQ         200(SP), SI
-	ADDQ         SI, BX
-	NEGQ         R9
-	ADDQ         $0x10, R9
-	MOVQ         136(SP), SI
-	ADDQ         DI, SI
-	VMOVDQU32    constsAVX512<>+2368(SB), Z0
-	VMOVDQU32    constsAVX512<>+2816(SB), Z9
-	VMOVDQU32    constsAVX512<>+2880(SB), Z10
-
-rows2_vecs4_whole_keys:
-	CMPQ       SI, DI
-	JEQ        rows2_vecs4_whole_keys_fetched
-	PREFETCHT1 (SI)
-
-rows2_vecs4_whole_keys_fetched:
-	VPMOVZXBD        (DI), Z11
-	VPSRLD           $0x04, Z11, Z12
-	VPORD            Z9, Z12, Z12
-	VSUBPS           Z10, Z12, Z12
-	VPTERNLOGD       $0xea, Z9, Z0, Z11
-	VSUBPS           Z10, Z11, Z11
-	VPMOVZXBD        16(DI), Z13
-	VPSRLD           $0x04, Z13, Z14
-	VPORD            Z9, Z14, Z14
-	VSUBPS           Z10, Z14, Z14
-	VPTERNLOGD       $0xea, Z9, Z0, Z13
-	VSUBPS           Z10, Z13, Z13
-	VFMADD231PS.BCST (BX), Z11, Z1
-	VFMADD231PS.BCST 64(BX), Z11, Z5
-	VFMADD231PS.BCST (BX), Z12, Z2
-	VFMADD231PS.BCST 64(BX), Z12, Z6
-	VFMADD231PS.BCST 1024(BX), Z13, Z3
-	VFMADD231PS.BCST 1088(BX), Z13, Z7
-	VFMADD231PS.BCST 1024(BX), Z14, Z4
-	VFMADD231PS.BCST 1088(BX), Z14, Z8
+	VFMADD231PS.BCST 64(BX), Z13, Z7
+	VFMADD231PS.BCST (BX), Z14, Z4
+	VFMADD231PS.BCST 64(BX), Z14, Z8
+	VFMADD231PS.BCST 1024(BX), Z15, Z5
+	VFMADD231PS.BCST 1088(BX), Z15, Z9
+	VFMADD231PS.BCST 1024(BX), Z16, Z6
+	VFMADD231PS.BCST 1088(BX), Z16, Z10
 	ADDQ             R8, DI
 	ADDQ             R8, SI
 	ADDQ             $0x04, BX
 	DECQ             R9
 	JNZ              rows2_vecs4_whole_keys
 	VMOVUPS          Z1, (CX)
-	VMOVUPS          Z2, 64(CX)
-	VMOVUPS          Z3, 128(CX)
-	VMOVUPS          Z4, 192(CX)
-	VMOVUPS          Z5, (CX)(DX*1)
-	VMOVUPS          Z6, 64(CX)(DX*1)
-	VMOVUPS          Z7, 128(CX)(DX*1)
-	VMOVUPS          Z8, 192(CX)(DX*1)
+	VMOVUPS          Z4, 64(CX)
+	VMOVUPS          Z5, 128(CX)
+	VMOVUPS          Z6, 192(CX)
+	VMOVUPS          Z7, (CX)(DX*1)
+	VMOVUPS          Z8, 64(CX)(DX*1)
+	VMOVUPS          Z9, 128(CX)(DX*1)
+	VMOVUPS          Z10, 192(CX)(DX*1)
 	ADDQ             $0x04, 120(SP)
 	JMP              panelnext
 
@@ -82918,20 +81746,112 @@ rows2_vecs4_masked:
 	VBROADCASTSS 1024(AX)(SI*4), Z0
 	VMOVUPS      (CX), Z1
 	VMULPS       Z0, Z1, Z1
-	VMOVUPS      64(CX), Z2
-	VMULPS       Z0, Z2, Z2
-	VMOVUPS      128(CX), Z3
-	VMULPS       Z0, Z3, Z3
-	VMOVUPS.Z    192(CX), K1, Z4
+	VMOVUPS      64(CX), Z4
 	VMULPS       Z0, Z4, Z4
-	VBROADCASTSS 1028(AX)(SI*4), Z0
-	VMOVUPS      (CX)(DX*1), Z5
+	VMOVUPS      128(CX), Z5
 	VMULPS       Z0, Z5, Z5
-	VMOVUPS      64(CX)(DX*1), Z6
+	VMOVUPS.Z    192(CX), K1, Z6
 	VMULPS       Z0, Z6, Z6
-	VMOVUPS      128(CX)(DX*1), Z7
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z7
 	VMULPS       Z0, Z7, Z7
-	VMOVUPS.Z    192(CX)(DX*1), K1, Z8
+	VMOVUPS      64(CX)(DX*1), Z8
+	VMULPS       Z0, Z8, Z8
+	VMOVUPS      128(CX)(DX*1), Z9
+	VMULPS       Z0, Z9, Z9
+	VMOVUPS.Z    192(CX)(DX*1), K1, Z10
+	VMULPS       Z0, Z10, Z10
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	MOVQ         120(SP), SI
+	SHRQ         $0x01, SI
+	IMUL3Q       $0x00000400, SI, SI
+	ADDQ         200(SP), SI
+	ADDQ         SI, BX
+	NEGQ         R9
+	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
+	VMOVDQU32    constsAVX512<>+2368(SB), Z0
+	VMOVDQU32    constsAVX512<>+2816(SB), Z11
+	VMOVDQU32    constsAVX512<>+2880(SB), Z12
+
+rows2_vecs4_masked_keys:
+	CMPQ       SI, DI
+	JEQ        rows2_vecs4_masked_keys_fetched
+	PREFETCHT1 (SI)
+
+rows2_vecs4_masked_keys_fetched:
+	VPMOVZXBD        (DI), Z13
+	VPSRLD           $0x04, Z13, Z14
+	VPORD            Z11, Z14, Z14
+	VSUBPS           Z12, Z14, Z14
+	VPTERNLOGD       $0xea, Z11, Z0, Z13
+	VSUBPS           Z12, Z13, Z13
+	VPMOVZXBD        16(DI), Z15
+	VPSRLD           $0x04, Z15, Z16
+	VPORD            Z11, Z16, Z16
+	VSUBPS           Z12, Z16, Z16
+	VPTERNLOGD       $0xea, Z11, Z0, Z15
+	VSUBPS           Z12, Z15, Z15
+	VFMADD231PS.BCST (BX), Z13, Z1
+	VFMADD231PS.BCST 64(BX), Z13, Z7
+	VFMADD231PS.BCST (BX), Z14, Z4
+	VFMADD231PS.BCST 64(BX), Z14, Z8
+	VFMADD231PS.BCST 1024(BX), Z15, Z5
+	VFMADD231PS.BCST 1088(BX), Z15, Z9
+	VFMADD231PS.BCST 1024(BX), Z16, Z6
+	VFMADD231PS.BCST 1088(BX), Z16, Z10
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows2_vecs4_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z4, 64(CX)
+	VMOVUPS          Z5, 128(CX)
+	VMOVUPS          Z6, K1, 192(CX)
+	VMOVUPS          Z7, (CX)(DX*1)
+	VMOVUPS          Z8, 64(CX)(DX*1)
+	VMOVUPS          Z9, 128(CX)(DX*1)
+	VMOVUPS          Z10, K1, 192(CX)(DX*1)
+	ADDQ             $0x04, 120(SP)
+	JMP              panelnext
+
+rows2_vecs3_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z4
+	VMULPS       Z0, Z4, Z4
+	VMOVUPS      128(CX), Z5
+	VMULPS       Z0, Z5, Z5
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z6
+	VMULPS       Z0, Z6, Z6
+	VMOVUPS      64(CX)(DX*1), Z7
+	VMULPS       Z0, Z7, Z7
+	VMOVUPS      128(CX)(DX*1), Z8
 	VMULPS       Z0, Z8, Z8
 	MOVQ         56(SP), R8
 	MOVQ         24(SP), R9
@@ -82959,12 +81879,12 @@ rows2_vecs4_masked:
 	VMOVDQU32    constsAVX512<>+2816(SB), Z9
 	VMOVDQU32    constsAVX512<>+2880(SB), Z10
 
-rows2_vecs4_masked_keys:
+rows2_vecs3_whole_keys:
 	CMPQ       SI, DI
-	JEQ        rows2_vecs4_masked_keys_fetched
+	JEQ        rows2_vecs3_whole_keys_fetched
 	PREFETCHT1 (SI)
 
-rows2_vecs4_masked_keys_fetched:
+rows2_vecs3_whole_keys_fetched:
 	VPMOVZXBD        (DI), Z11
 	VPSRLD           $0x04, Z11, Z12
 	VPORD            Z9, Z12, Z12
@@ -82972,117 +81892,25 @@ rows2_vecs4_masked_keys_fetched:
 	VPTERNLOGD       $0xea, Z9, Z0, Z11
 	VSUBPS           Z10, Z11, Z11
 	VPMOVZXBD        16(DI), Z13
-	VPSRLD           $0x04, Z13, Z14
-	VPORD            Z9, Z14, Z14
-	VSUBPS           Z10, Z14, Z14
 	VPTERNLOGD       $0xea, Z9, Z0, Z13
 	VSUBPS           Z10, Z13, Z13
 	VFMADD231PS.BCST (BX), Z11, Z1
-	VFMADD231PS.BCST 64(BX), Z11, Z5
-	VFMADD231PS.BCST (BX), Z12, Z2
-	VFMADD231PS.BCST 64(BX), Z12, Z6
-	VFMADD231PS.BCST 1024(BX), Z13, Z3
-	VFMADD231PS.BCST 1088(BX), Z13, Z7
-	VFMADD231PS.BCST 1024(BX), Z14, Z4
-	VFMADD231PS.BCST 1088(BX), Z14, Z8
-	ADDQ             R8, DI
-	ADDQ             R8, SI
-	ADDQ             $0x04, BX
-	DECQ             R9
-	JNZ              rows2_vecs4_masked_keys
-	VMOVUPS          Z1, (CX)
-	VMOVUPS          Z2, 64(CX)
-	VMOVUPS          Z3, 128(CX)
-	VMOVUPS          Z4, K1, 192(CX)
-	VMOVUPS          Z5, (CX)(DX*1)
-	VMOVUPS          Z6, 64(CX)(DX*1)
-	VMOVUPS          Z7, 128(CX)(DX*1)
-	VMOVUPS          Z8, K1, 192(CX)(DX*1)
-	ADDQ             $0x04, 120(SP)
-	JMP              panelnext
-
-rows2_vecs3_whole:
-	MOVQ         o+88(FP), CX
-	MOVQ         64(SP), DX
-	MOVQ         104(SP), BX
-	IMULQ        DX, BX
-	ADDQ         BX, CX
-	MOVQ         120(SP), BX
-	SHLQ         $0x06, BX
-	ADDQ         BX, CX
-	MOVQ         104(SP), SI
-	VBROADCASTSS 1024(AX)(SI*4), Z0
-	VMOVUPS      (CX), Z1
-	VMULPS       Z0, Z1, Z1
-	VMOVUPS      64(CX), Z2
-	VMULPS       Z0, Z2, Z2
-	VMOVUPS      128(CX), Z3
-	VMULPS       Z0, Z3, Z3
-	VBROADCASTSS 1028(AX)(SI*4), Z0
-	VMOVUPS      (CX)(DX*1), Z4
-	VMULPS       Z0, Z4, Z4
-	VMOVUPS      64(CX)(DX*1), Z5
-	VMULPS       Z0, Z5, Z5
-	VMOVUPS      128(CX)(DX*1), Z6
-	VMULPS       Z0, Z6, Z6
-	MOVQ         56(SP), R8
-	MOVQ         24(SP), R9
-	MOVQ         8(SP), DI
-	MOVQ         R9, BX
-	IMULQ        R8, BX
-	ADDQ         BX, DI
-	MOVQ         120(SP), BX
-	SHLQ         $0x03, BX
-	ADDQ         BX, DI
-	MOVQ         SI, BX
-	SHLQ         $0x04, BX
-	ADDQ         R9, BX
-	LEAQ         (AX)(BX*4), BX
-	MOVQ         120(SP), SI
-	SHRQ         $0x01, SI
-	IMUL3Q       $0x00000400, SI, SI
-	ADDQ         200(SP), SI
-	ADDQ         SI, BX
-	NEGQ         R9
-	ADDQ         $0x10, R9
-	MOVQ         136(SP), SI
-	ADDQ         DI, SI
-	VMOVDQU32    constsAVX512<>+2368(SB), Z0
-	VMOVDQU32    constsAVX512<>+2816(SB), Z7
-	VMOVDQU32    constsAVX512<>+2880(SB), Z8
-
-rows2_vecs3_whole_keys:
-	CMPQ       SI, DI
-	JEQ        rows2_vecs3_whole_keys_fetched
-	PREFETCHT1 (SI)
-
-rows2_vecs3_whole_keys_fetched:
-	VPMOVZXBD        (DI), Z9
-	VPSRLD           $0x04, Z9, Z10
-	VPORD            Z7, Z10, Z10
-	VSUBPS           Z8, Z10, Z10
-	VPTERNLOGD       $0xea, Z7, Z0, Z9
-	VSUBPS           Z8, Z9, Z9
-	VPMOVZXBD        16(DI), Z11
-	VPTERNLOGD       $0xea, Z7, Z0, Z11
-	VSUBPS           Z8, Z11, Z11
-	VFMADD231PS.BCST (BX), Z9, Z1
-	VFMADD231PS.BCST 64(BX), Z9, Z4
-	VFMADD231PS.BCST (BX), Z10, Z2
-	VFMADD231PS.BCST 64(BX), Z10, Z5
-	VFMADD231PS.BCST 1024(BX), Z11, Z3
-	VFMADD231PS.BCST 1088(BX), Z11, Z6
+	VFMADD231PS.BCST 64(BX), Z11, Z6
+	VFMADD231PS.BCST (BX), Z12, Z4
+	VFMADD231PS.BCST 64(BX), Z12, Z7
+	VFMADD231PS.BCST 1024(BX), Z13, Z5
+	VFMADD231PS.BCST 1088(BX), Z13, Z8
 	ADDQ             R8, DI
 	ADDQ             R8, SI
 	ADDQ             $0x04, BX
 	DECQ             R9
 	JNZ              rows2_vecs3_whole_keys
 	VMOVUPS          Z1, (CX)
-	VMOVUPS          Z2, 64(CX)
-	VMOVUPS          Z3, 128(CX)
-	VMOVUPS          Z4, (CX)(DX*1)
-	VMOVUPS          Z5, 64(CX)(DX*1)
-	VMOVUPS          Z6, 128(CX)(DX*1)
+	VMOVUPS          Z4, 64(CX)
+	VMOVUPS          Z5, 128(CX)
+	VMOVUPS          Z6, (CX)(DX*1)
+	VMOVUPS          Z7, 64(CX)(DX*1)
+	VMOVUPS          Z8, 128(CX)(DX*1)
 	ADDQ             $0x03, 120(SP)
 	JMP              panelnext
 
@@ -83099,16 +81927,97 @@ rows2_vecs3_masked:
 	VBROADCASTSS 1024(AX)(SI*4), Z0
 	VMOVUPS      (CX), Z1
 	VMULPS       Z0, Z1, Z1
-	VMOVUPS      64(CX), Z2
-	VMULPS       Z0, Z2, Z2
-	VMOVUPS.Z    128(CX), K1, Z3
-	VMULPS       Z0, Z3, Z3
-	VBROADCASTSS 1028(AX)(SI*4), Z0
-	VMOVUPS      (CX)(DX*1), Z4
+	VMOVUPS      64(CX), Z4
 	VMULPS       Z0, Z4, Z4
-	VMOVUPS      64(CX)(DX*1), Z5
+	VMOVUPS.Z    128(CX), K1, Z5
 	VMULPS       Z0, Z5, Z5
-	VMOVUPS.Z    128(CX)(DX*1), K1, Z6
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z6
+	VMULPS       Z0, Z6, Z6
+	VMOVUPS      64(CX)(DX*1), Z7
+	VMULPS       Z0, Z7, Z7
+	VMOVUPS.Z    128(CX)(DX*1), K1, Z8
+	VMULPS       Z0, Z8, Z8
+	MOVQ         56(SP), R8
+	MOVQ         24(SP), R9
+	MOVQ         8(SP), DI
+	MOVQ         R9, BX
+	IMULQ        R8, BX
+	ADDQ         BX, DI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, DI
+	MOVQ         SI, BX
+	SHLQ         $0x04, BX
+	ADDQ         R9, BX
+	LEAQ         (AX)(BX*4), BX
+	MOVQ         120(SP), SI
+	SHRQ         $0x01, SI
+	IMUL3Q       $0x00000400, SI, SI
+	ADDQ         200(SP), SI
+	ADDQ         SI, BX
+	NEGQ         R9
+	ADDQ         $0x10, R9
+	MOVQ         136(SP), SI
+	ADDQ         DI, SI
+	VMOVDQU32    constsAVX512<>+2368(SB), Z0
+	VMOVDQU32    constsAVX512<>+2816(SB), Z9
+	VMOVDQU32    constsAVX512<>+2880(SB), Z10
+
+rows2_vecs3_masked_keys:
+	CMPQ       SI, DI
+	JEQ        rows2_vecs3_masked_keys_fetched
+	PREFETCHT1 (SI)
+
+rows2_vecs3_masked_keys_fetched:
+	VPMOVZXBD        (DI), Z11
+	VPSRLD           $0x04, Z11, Z12
+	VPORD            Z9, Z12, Z12
+	VSUBPS           Z10, Z12, Z12
+	VPTERNLOGD       $0xea, Z9, Z0, Z11
+	VSUBPS           Z10, Z11, Z11
+	VPMOVZXBD        16(DI), Z13
+	VPTERNLOGD       $0xea, Z9, Z0, Z13
+	VSUBPS           Z10, Z13, Z13
+	VFMADD231PS.BCST (BX), Z11, Z1
+	VFMADD231PS.BCST 64(BX), Z11, Z6
+	VFMADD231PS.BCST (BX), Z12, Z4
+	VFMADD231PS.BCST 64(BX), Z12, Z7
+	VFMADD231PS.BCST 1024(BX), Z13, Z5
+	VFMADD231PS.BCST 1088(BX), Z13, Z8
+	ADDQ             R8, DI
+	ADDQ             R8, SI
+	ADDQ             $0x04, BX
+	DECQ             R9
+	JNZ              rows2_vecs3_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z4, 64(CX)
+	VMOVUPS          Z5, K1, 128(CX)
+	VMOVUPS          Z6, (CX)(DX*1)
+	VMOVUPS          Z7, 64(CX)(DX*1)
+	VMOVUPS          Z8, K1, 128(CX)(DX*1)
+	ADDQ             $0x03, 120(SP)
+	JMP              panelnext
+
+rows2_vecs2_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), SI
+	VBROADCASTSS 1024(AX)(SI*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z4
+	VMULPS       Z0, Z4, Z4
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS      64(CX)(DX*1), Z6
 	VMULPS       Z0, Z6, Z6
 	MOVQ         56(SP), R8
 	MOVQ         24(SP), R9
@@ -83136,112 +82045,31 @@ rows2_vecs3_masked:
 	VMOVDQU32    constsAVX512<>+2816(SB), Z7
 	VMOVDQU32    constsAVX512<>+2880(SB), Z8
 
-rows2_vecs3_masked_keys:
-	CMPQ       SI, DI
-	JEQ        rows2_vecs3_masked_keys_fetched
-	PREFETCHT1 (SI)
-
-rows2_vecs3_masked_keys_fetched:
-	VPMOVZXBD        (DI), Z9
-	VPSRLD           $0x04, Z9, Z10
-	VPORD            Z7, Z10, Z10
-	VSUBPS           Z8, Z10, Z10
-	VPTERNLOGD       $0xea, Z7, Z0, Z9
-	VSUBPS           Z8, Z9, Z9
-	VPMOVZXBD        16(DI), Z11
-	VPTERNLOGD       $0xea, Z7, Z0, Z11
-	VSUBPS           Z8, Z11, Z11
-	VFMADD231PS.BCST (BX), Z9, Z1
-	VFMADD231PS.BCST 64(BX), Z9, Z4
-	VFMADD231PS.BCST (BX), Z10, Z2
-	VFMADD231PS.BCST 64(BX), Z10, Z5
-	VFMADD231PS.BCST 1024(BX), Z11, Z3
-	VFMADD231PS.BCST 1088(BX), Z11, Z6
-	ADDQ             R8, DI
-	ADDQ             R8, SI
-	ADDQ             $0x04, BX
-	DECQ             R9
-	JNZ              rows2_vecs3_masked_keys
-	VMOVUPS          Z1, (CX)
-	VMOVUPS          Z2, 64(CX)
-	VMOVUPS          Z3, K1, 128(CX)
-	VMOVUPS          Z4, (CX)(DX*1)
-	VMOVUPS          Z5, 64(CX)(DX*1)
-	VMOVUPS          Z6, K1, 128(CX)(DX*1)
-	ADDQ             $0x03, 120(SP)
-	JMP              panelnext
-
-rows2_vecs2_whole:
-	MOVQ         o+88(FP), CX
-	MOVQ         64(SP), DX
-	MOVQ         104(SP), BX
-	IMULQ        DX, BX
-	ADDQ         BX, CX
-	MOVQ         120(SP), BX
-	SHLQ         $0x06, BX
-	ADDQ         BX, CX
-	MOVQ         104(SP), SI
-	VBROADCASTSS 1024(AX)(SI*4), Z0
-	VMOVUPS      (CX), Z1
-	VMULPS       Z0, Z1, Z1
-	VMOVUPS      64(CX), Z2
-	VMULPS       Z0, Z2, Z2
-	VBROADCASTSS 1028(AX)(SI*4), Z0
-	VMOVUPS      (CX)(DX*1), Z3
-	VMULPS       Z0, Z3, Z3
-	VMOVUPS      64(CX)(DX*1), Z4
-	VMULPS       Z0, Z4, Z4
-	MOVQ         56(SP), R8
-	MOVQ         24(SP), R9
-	MOVQ         8(SP), DI
-	MOVQ         R9, BX
-	IMULQ        R8, BX
-	ADDQ         BX, DI
-	MOVQ         120(SP), BX
-	SHLQ         $0x03, BX
-	ADDQ         BX, DI
-	MOVQ         SI, BX
-	SHLQ         $0x04, BX
-	ADDQ         R9, BX
-	LEAQ         (AX)(BX*4), BX
-	MOVQ         120(SP), SI
-	SHRQ         $0x01, SI
-	IMUL3Q       $0x00000400, SI, SI
-	ADDQ         200(SP), SI
-	ADDQ         SI, BX
-	NEGQ         R9
-	ADDQ         $0x10, R9
-	MOVQ         136(SP), SI
-	ADDQ         DI, SI
-	VMOVDQU32    constsAVX512<>+2368(SB), Z0
-	VMOVDQU32    constsAVX512<>+2816(SB), Z5
-	VMOVDQU32    constsAVX512<>+2880(SB), Z6
-
 rows2_vecs2_whole_keys:
 	CMPQ       SI, DI
 	JEQ        rows2_vecs2_whole_keys_fetched
 	PREFETCHT1 (SI)
 
 rows2_vecs2_whole_keys_fetched:
-	VPMOVZXBD        (DI), Z7
-	VPSRLD           $0x04, Z7, Z8
-	VPORD            Z5, Z8, Z8
-	VSUBPS           Z6, Z8, Z8
-	VPTERNLOGD       $0xea, Z5, Z0, Z7
-	VSUBPS           Z6, Z7, Z7
-	VFMADD231PS.BCST (BX), Z7, Z1
-	VFMADD231PS.BCST 64(BX), Z7, Z3
-	VFMADD231PS.BCST (BX), Z8, Z2
-	VFMADD231PS.BCST 64(BX), Z8, Z4
+	VPMOVZXBD        (DI), Z9
+	VPSRLD           $0x04, Z9, Z10
+	VPORD            Z7, Z10, Z10
+	VSUBPS           Z8, Z10, Z10
+	VPTERNLOGD       $0xea, Z7, Z0, Z9
+	VSUBPS           Z8, Z9, Z9
+	VFMADD231PS.BCST (BX), Z9, Z1
+	VFMADD231PS.BCST 64(BX), Z9, Z5
+	VFMADD231PS.BCST (BX), Z10, Z4
+	VFMADD231PS.BCST 64(BX), Z10, Z6
 	ADDQ             R8, DI
 	ADDQ             R8, SI
 	ADDQ             $0x04, BX
 	DECQ             R9
 	JNZ              rows2_vecs2_whole_keys
 	VMOVUPS          Z1, (CX)
-	VMOVUPS          Z2, 64(CX)
-	VMOVUPS          Z3, (CX)(DX*1)
-	VMOVUPS          Z4, 64(CX)(DX*1)
+	VMOVUPS          Z4, 64(CX)
+	VMOVUPS          Z5, (CX)(DX*1)
+	VMOVUPS          Z6, 64(CX)(DX*1)
 	ADDQ             $0x02, 120(SP)
 	JMP              panelnext
 
@@ -83258,13 +82086,13 @@ rows2_vecs2_masked:
 	VBROADCASTSS 1024(AX)(SI*4), Z0
 	VMOVUPS      (CX), Z1
 	VMULPS       Z0, Z1, Z1
-	VMOVUPS.Z    64(CX), K1, Z2
-	VMULPS       Z0, Z2, Z2
-	VBROADCASTSS 1028(AX)(SI*4), Z0
-	VMOVUPS      (CX)(DX*1), Z3
-	VMULPS       Z0, Z3, Z3
-	VMOVUPS.Z    64(CX)(DX*1), K1, Z4
+	VMOVUPS.Z    64(CX), K1, Z4
 	VMULPS       Z0, Z4, Z4
+	VBROADCASTSS 1028(AX)(SI*4), Z0
+	VMOVUPS      (CX)(DX*1), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS.Z    64(CX)(DX*1), K1, Z6
+	VMULPS       Z0, Z6, Z6
 	MOVQ         56(SP), R8
 	MOVQ         24(SP), R9
 	MOVQ         8(SP), DI
@@ -83288,8 +82116,8 @@ rows2_vecs2_masked:
 	MOVQ         136(SP), SI
 	ADDQ         DI, SI
 	VMOVDQU32    constsAVX512<>+2368(SB), Z0
-	VMOVDQU32    constsAVX512<>+2816(SB), Z5
-	VMOVDQU32    constsAVX512<>+2880(SB), Z6
+	VMOVDQU32    constsAVX512<>+2816(SB), Z7
+	VMOVDQU32    constsAVX512<>+2880(SB), Z8
 
 rows2_vecs2_masked_keys:
 	CMPQ       SI, DI
@@ -83297,25 +82125,25 @@ rows2_vecs2_masked_keys:
 	PREFETCHT1 (SI)
 
 rows2_vecs2_masked_keys_fetched:
-	VPMOVZXBD        (DI), Z7
-	VPSRLD           $0x04, Z7, Z8
-	VPORD            Z5, Z8, Z8
-	VSUBPS           Z6, Z8, Z8
-	VPTERNLOGD       $0xea, Z5, Z0, Z7
-	VSUBPS           Z6, Z7, Z7
-	VFMADD231PS.BCST (BX), Z7, Z1
-	VFMADD231PS.BCST 64(BX), Z7, Z3
-	VFMADD231PS.BCST (BX), Z8, Z2
-	VFMADD231PS.BCST 64(BX), Z8, Z4
+	VPMOVZXBD        (DI), Z9
+	VPSRLD           $0x04, Z9, Z10
+	VPORD            Z7, Z10, Z10
+	VSUBPS           Z8, Z10, Z10
+	VPTERNLOGD       $0xea, Z7, Z0, Z9
+	VSUBPS           Z8, Z9, Z9
+	VFMADD231PS.BCST (BX), Z9, Z1
+	VFMADD231PS.BCST 64(BX), Z9, Z5
+	VFMADD231PS.BCST (BX), Z10, Z4
+	VFMADD231PS.BCST 64(BX), Z10, Z6
 	ADDQ             R8, DI
 	ADDQ             R8, SI
 	ADDQ             $0x04, BX
 	DECQ             R9
 	JNZ              rows2_vecs2_masked_keys
 	VMOVUPS          Z1, (CX)
-	VMOVUPS          Z2, K1, 64(CX)
-	VMOVUPS          Z3, (CX)(DX*1)
-	VMOVUPS          Z4, K1, 64(CX)(DX*1)
+	VMOVUPS          Z4, K1, 64(CX)
+	VMOVUPS          Z5, (CX)(DX*1)
+	VMOVUPS          Z6, K1, 64(CX)(DX*1)
 	ADDQ             $0x02, 120(SP)
 	JMP              panelnext
 
@@ -83333,8 +82161,8 @@ rows2_vecs1_whole:
 	VMOVUPS      (CX), Z1
 	VMULPS       Z0, Z1, Z1
 	VBROADCASTSS 1028(AX)(SI*4), Z0
-	VMOVUPS      (CX)(DX*1), Z2
-	VMULPS       Z0, Z2, Z2
+	VMOVUPS      (CX)(DX*1), Z4
+	VMULPS       Z0, Z4, Z4
 	MOVQ         56(SP), R8
 	MOVQ         24(SP), R9
 	MOVQ         8(SP), DI
@@ -83358,8 +82186,8 @@ rows2_vecs1_whole:
 	MOVQ         136(SP), SI
 	ADDQ         DI, SI
 	VMOVDQU32    constsAVX512<>+2368(SB), Z0
-	VMOVDQU32    constsAVX512<>+2816(SB), Z3
-	VMOVDQU32    constsAVX512<>+2880(SB), Z4
+	VMOVDQU32    constsAVX512<>+2816(SB), Z5
+	VMOVDQU32    constsAVX512<>+2880(SB), Z6
 
 rows2_vecs1_whole_keys:
 	CMPQ       SI, DI
@@ -83367,18 +82195,18 @@ rows2_vecs1_whole_keys:
 	PREFETCHT1 (SI)
 
 rows2_vecs1_whole_keys_fetched:
-	VPMOVZXBD        (DI), Z5
-	VPTERNLOGD       $0xea, Z3, Z0, Z5
-	VSUBPS           Z4, Z5, Z5
-	VFMADD231PS.BCST (BX), Z5, Z1
-	VFMADD231PS.BCST 64(BX), Z5, Z2
+	VPMOVZXBD        (DI), Z7
+	VPTERNLOGD       $0xea, Z5, Z0, Z7
+	VSUBPS           Z6, Z7, Z7
+	VFMADD231PS.BCST (BX), Z7, Z1
+	VFMADD231PS.BCST 64(BX), Z7, Z4
 	ADDQ             R8, DI
 	ADDQ             R8, SI
 	ADDQ             $0x04, BX
 	DECQ             R9
 	JNZ              rows2_vecs1_whole_keys
 	VMOVUPS          Z1, (CX)
-	VMOVUPS          Z2, (CX)(DX*1)
+	VMOVUPS          Z4, (CX)(DX*1)
 	ADDQ             $0x01, 120(SP)
 	JMP              panelnext
 
@@ -83396,8 +82224,8 @@ rows2_vecs1_masked:
 	VMOVUPS.Z    (CX), K1, Z1
 	VMULPS       Z0, Z1, Z1
 	VBROADCASTSS 1028(AX)(SI*4), Z0
-	VMOVUPS.Z    (CX)(DX*1), K1, Z2
-	VMULPS       Z0, Z2, Z2
+	VMOVUPS.Z    (CX)(DX*1), K1, Z4
+	VMULPS       Z0, Z4, Z4
 	MOVQ         56(SP), R8
 	MOVQ         24(SP), R9
 	MOVQ         8(SP), DI
@@ -83421,8 +82249,8 @@ rows2_vecs1_masked:
 	MOVQ         136(SP), SI
 	ADDQ         DI, SI
 	VMOVDQU32    constsAVX512<>+2368(SB), Z0
-	VMOVDQU32    constsAVX512<>+2816(SB), Z3
-	VMOVDQU32    constsAVX512<>+2880(SB), Z4
+	VMOVDQU32    constsAVX512<>+2816(SB), Z5
+	VMOVDQU32    constsAVX512<>+2880(SB), Z6
 
 rows2_vecs1_masked_keys:
 	CMPQ       SI, DI
@@ -83430,18 +82258,18 @@ rows2_vecs1_masked_keys:
 	PREFETCHT1 (SI)
 
 rows2_vecs1_masked_keys_fetched:
-	VPMOVZXBD        (DI), Z5
-	VPTERNLOGD       $0xea, Z3, Z0, Z5
-	VSUBPS           Z4, Z5, Z5
-	VFMADD231PS.BCST (BX), Z5, Z1
-	VFMADD231PS.BCST 64(BX), Z5, Z2
+	VPMOVZXBD        (DI), Z7
+	VPTERNLOGD       $0xea, Z5, Z0, Z7
+	VSUBPS           Z6, Z7, Z7
+	VFMADD231PS.BCST (BX), Z7, Z1
+	VFMADD231PS.BCST 64(BX), Z7, Z4
 	ADDQ             R8, DI
 	ADDQ             R8, SI
 	ADDQ             $0x04, BX
 	DECQ             R9
 	JNZ              rows2_vecs1_masked_keys
 	VMOVUPS          Z1, K1, (CX)
-	VMOVUPS          Z2, K1, (CX)(DX*1)
+	VMOVUPS          Z4, K1, (CX)(DX*1)
 	ADDQ             $0x01, 120(SP)
 	JMP              panelnext
 
@@ -83458,20 +82286,20 @@ rows1_vecs8_whole:
 	VBROADCASTSS 1024(AX)(DX*4), Z0
 	VMOVUPS      (CX), Z1
 	VMULPS       Z0, Z1, Z1
-	VMOVUPS      64(CX), Z2
-	VMULPS       Z0, Z2, Z2
-	VMOVUPS      128(CX), Z3
-	VMULPS       Z0, Z3, Z3
-	VMOVUPS      192(CX), Z4
+	VMOVUPS      64(CX), Z4
 	VMULPS       Z0, Z4, Z4
-	VMOVUPS      256(CX), Z5
+	VMOVUPS      128(CX), Z5
 	VMULPS       Z0, Z5, Z5
-	VMOVUPS      320(CX), Z6
+	VMOVUPS      192(CX), Z6
 	VMULPS       Z0, Z6, Z6
-	VMOVUPS      384(CX), Z7
+	VMOVUPS      256(CX), Z7
 	VMULPS       Z0, Z7, Z7
-	VMOVUPS      448(CX), Z8
+	VMOVUPS      320(CX), Z8
 	VMULPS       Z0, Z8, Z8
+	VMOVUPS      384(CX), Z9
+	VMULPS       Z0, Z9, Z9
+	VMOVUPS      448(CX), Z10
+	VMULPS       Z0, Z10, Z10
 	MOVQ         56(SP), DI
 	MOVQ         24(SP), R8
 	MOVQ         8(SP), SI
@@ -83494,8 +82322,8 @@ rows1_vecs8_whole:
 	MOVQ         136(SP), BX
 	ADDQ         SI, BX
 	VMOVDQU32    constsAVX512<>+2368(SB), Z0
-	VMOVDQU32    constsAVX512<>+2816(SB), Z9
-	VMOVDQU32    constsAVX512<>+2880(SB), Z10
+	VMOVDQU32    constsAVX512<>+2816(SB), Z11
+	VMOVDQU32    constsAVX512<>+2880(SB), Z12
 
 rows1_vecs8_whole_keys:
 	CMPQ       BX, SI
@@ -83503,51 +82331,51 @@ rows1_vecs8_whole_keys:
 	PREFETCHT1 (BX)
 
 rows1_vecs8_whole_keys_fetched:
-	VPMOVZXBD        (SI), Z11
-	VPSRLD           $0x04, Z11, Z12
-	VPORD            Z9, Z12, Z12
-	VSUBPS           Z10, Z12, Z12
-	VPTERNLOGD       $0xea, Z9, Z0, Z11
-	VSUBPS           Z10, Z11, Z11
-	VPMOVZXBD        16(SI), Z13
+	VPMOVZXBD        (SI), Z13
 	VPSRLD           $0x04, Z13, Z14
-	VPORD            Z9, Z14, Z14
-	VSUBPS           Z10, Z14, Z14
-	VPTERNLOGD       $0xea, Z9, Z0, Z13
-	VSUBPS           Z10, Z13, Z13
-	VPMOVZXBD        32(SI), Z15
+	VPORD            Z11, Z14, Z14
+	VSUBPS           Z12, Z14, Z14
+	VPTERNLOGD       $0xea, Z11, Z0, Z13
+	VSUBPS           Z12, Z13, Z13
+	VPMOVZXBD        16(SI), Z15
 	VPSRLD           $0x04, Z15, Z16
-	VPORD            Z9, Z16, Z16
-	VSUBPS           Z10, Z16, Z16
-	VPTERNLOGD       $0xea, Z9, Z0, Z15
-	VSUBPS           Z10, Z15, Z15
-	VPMOVZXBD        48(SI), Z17
+	VPORD            Z11, Z16, Z16
+	VSUBPS           Z12, Z16, Z16
+	VPTERNLOGD       $0xea, Z11, Z0, Z15
+	VSUBPS           Z12, Z15, Z15
+	VPMOVZXBD        32(SI), Z17
 	VPSRLD           $0x04, Z17, Z18
-	VPORD            Z9, Z18, Z18
-	VSUBPS           Z10, Z18, Z18
-	VPTERNLOGD       $0xea, Z9, Z0, Z17
-	VSUBPS           Z10, Z17, Z17
-	VFMADD231PS.BCST (DX), Z11, Z1
-	VFMADD231PS.BCST (DX), Z12, Z2
-	VFMADD231PS.BCST 1024(DX), Z13, Z3
-	VFMADD231PS.BCST 1024(DX), Z14, Z4
-	VFMADD231PS.BCST 2048(DX), Z15, Z5
-	VFMADD231PS.BCST 2048(DX), Z16, Z6
-	VFMADD231PS.BCST 3072(DX), Z17, Z7
-	VFMADD231PS.BCST 3072(DX), Z18, Z8
+	VPORD            Z11, Z18, Z18
+	VSUBPS           Z12, Z18, Z18
+	VPTERNLOGD       $0xea, Z11, Z0, Z17
+	VSUBPS           Z12, Z17, Z17
+	VPMOVZXBD        48(SI), Z19
+	VPSRLD           $0x04, Z19, Z20
+	VPORD            Z11, Z20, Z20
+	VSUBPS           Z12, Z20, Z20
+	VPTERNLOGD       $0xea, Z11, Z0, Z19
+	VSUBPS           Z12, Z19, Z19
+	VFMADD231PS.BCST (DX), Z13, Z1
+	VFMADD231PS.BCST (DX), Z14, Z4
+	VFMADD231PS.BCST 1024(DX), Z15, Z5
+	VFMADD231PS.BCST 1024(DX), Z16, Z6
+	VFMADD231PS.BCST 2048(DX), Z17, Z7
+	VFMADD231PS.BCST 2048(DX), Z18, Z8
+	VFMADD231PS.BCST 3072(DX), Z19, Z9
+	VFMADD231PS.BCST 3072(DX), Z20, Z10
 	ADDQ             DI, SI
 	ADDQ             DI, BX
 	ADDQ             $0x04, DX
 	DECQ             R8
 	JNZ              rows1_vecs8_whole_keys
 	VMOVUPS          Z1, (CX)
-	VMOVUPS          Z2, 64(CX)
-	VMOVUPS          Z3, 128(CX)
-	VMOVUPS          Z4, 192(CX)
-	VMOVUPS          Z5, 256(CX)
-	VMOVUPS          Z6, 320(CX)
-	VMOVUPS          Z7, 384(CX)
-	VMOVUPS          Z8, 448(CX)
+	VMOVUPS          Z4, 64(CX)
+	VMOVUPS          Z5, 128(CX)
+	VMOVUPS          Z6, 192(CX)
+	VMOVUPS          Z7, 256(CX)
+	VMOVUPS          Z8, 320(CX)
+	VMOVUPS          Z9, 384(CX)
+	VMOVUPS          Z10, 448(CX)
 	ADDQ             $0x08, 120(SP)
 	JMP              panelnext
 
@@ -83564,19 +82392,319 @@ rows1_vecs8_masked:
 	VBROADCASTSS 1024(AX)(DX*4), Z0
 	VMOVUPS      (CX), Z1
 	VMULPS       Z0, Z1, Z1
-	VMOVUPS      64(CX), Z2
-	VMULPS       Z0, Z2, Z2
-	VMOVUPS      128(CX), Z3
-	VMULPS       Z0, Z3, Z3
-	VMOVUPS      192(CX), Z4
+	VMOVUPS      64(CX), Z4
 	VMULPS       Z0, Z4, Z4
-	VMOVUPS      256(CX), Z5
+	VMOVUPS      128(CX), Z5
 	VMULPS       Z0, Z5, Z5
-	VMOVUPS      320(CX), Z6
+	VMOVUPS      192(CX), Z6
 	VMULPS       Z0, Z6, Z6
-	VMOVUPS      384(CX), Z7
+	VMOVUPS      256(CX), Z7
 	VMULPS       Z0, Z7, Z7
-	VMOVUPS.Z    448(CX), K1, Z8
+	VMOVUPS      320(CX), Z8
+	VMULPS       Z0, Z8, Z8
+	VMOVUPS      384(CX), Z9
+	VMULPS       Z0, Z9, Z9
+	VMOVUPS.Z    448(CX), K1, Z10
+	VMULPS       Z0, Z10, Z10
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, SI
+	SHLQ         $0x04, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x01, BX
+	IMUL3Q       $0x00000400, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x10, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+	VMOVDQU32    constsAVX512<>+2368(SB), Z0
+	VMOVDQU32    constsAVX512<>+2816(SB), Z11
+	VMOVDQU32    constsAVX512<>+2880(SB), Z12
+
+rows1_vecs8_masked_keys:
+	CMPQ       BX, SI
+	JEQ        rows1_vecs8_masked_keys_fetched
+	PREFETCHT1 (BX)
+
+rows1_vecs8_masked_keys_fetched:
+	VPMOVZXBD        (SI), Z13
+	VPSRLD           $0x04, Z13, Z14
+	VPORD            Z11, Z14, Z14
+	VSUBPS           Z12, Z14, Z14
+	VPTERNLOGD       $0xea, Z11, Z0, Z13
+	VSUBPS           Z12, Z13, Z13
+	VPMOVZXBD        16(SI), Z15
+	VPSRLD           $0x04, Z15, Z16
+	VPORD            Z11, Z16, Z16
+	VSUBPS           Z12, Z16, Z16
+	VPTERNLOGD       $0xea, Z11, Z0, Z15
+	VSUBPS           Z12, Z15, Z15
+	VPMOVZXBD        32(SI), Z17
+	VPSRLD           $0x04, Z17, Z18
+	VPORD            Z11, Z18, Z18
+	VSUBPS           Z12, Z18, Z18
+	VPTERNLOGD       $0xea, Z11, Z0, Z17
+	VSUBPS           Z12, Z17, Z17
+	VPMOVZXBD        48(SI), Z19
+	VPSRLD           $0x04, Z19, Z20
+	VPORD            Z11, Z20, Z20
+	VSUBPS           Z12, Z20, Z20
+	VPTERNLOGD       $0xea, Z11, Z0, Z19
+	VSUBPS           Z12, Z19, Z19
+	VFMADD231PS.BCST (DX), Z13, Z1
+	VFMADD231PS.BCST (DX), Z14, Z4
+	VFMADD231PS.BCST 1024(DX), Z15, Z5
+	VFMADD231PS.BCST 1024(DX), Z16, Z6
+	VFMADD231PS.BCST 2048(DX), Z17, Z7
+	VFMADD231PS.BCST 2048(DX), Z18, Z8
+	VFMADD231PS.BCST 3072(DX), Z19, Z9
+	VFMADD231PS.BCST 3072(DX), Z20, Z10
+	ADDQ             DI, SI
+	ADDQ             DI, BX
+	ADDQ             $0x04, DX
+	DECQ             R8
+	JNZ              rows1_vecs8_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z4, 64(CX)
+	VMOVUPS          Z5, 128(CX)
+	VMOVUPS          Z6, 192(CX)
+	VMOVUPS          Z7, 256(CX)
+	VMOVUPS          Z8, 320(CX)
+	VMOVUPS          Z9, 384(CX)
+	VMOVUPS          Z10, K1, 448(CX)
+	ADDQ             $0x08, 120(SP)
+	JMP              panelnext
+
+rows1_vecs7_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 1024(AX)(DX*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z4
+	VMULPS       Z0, Z4, Z4
+	VMOVUPS      128(CX), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS      192(CX), Z6
+	VMULPS       Z0, Z6, Z6
+	VMOVUPS      256(CX), Z7
+	VMULPS       Z0, Z7, Z7
+	VMOVUPS      320(CX), Z8
+	VMULPS       Z0, Z8, Z8
+	VMOVUPS      384(CX), Z9
+	VMULPS       Z0, Z9, Z9
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, SI
+	SHLQ         $0x04, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x01, BX
+	IMUL3Q       $0x00000400, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x10, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+	VMOVDQU32    constsAVX512<>+2368(SB), Z0
+	VMOVDQU32    constsAVX512<>+2816(SB), Z10
+	VMOVDQU32    constsAVX512<>+2880(SB), Z11
+
+rows1_vecs7_whole_keys:
+	CMPQ       BX, SI
+	JEQ        rows1_vecs7_whole_keys_fetched
+	PREFETCHT1 (BX)
+
+rows1_vecs7_whole_keys_fetched:
+	VPMOVZXBD        (SI), Z12
+	VPSRLD           $0x04, Z12, Z13
+	VPORD            Z10, Z13, Z13
+	VSUBPS           Z11, Z13, Z13
+	VPTERNLOGD       $0xea, Z10, Z0, Z12
+	VSUBPS           Z11, Z12, Z12
+	VPMOVZXBD        16(SI), Z14
+	VPSRLD           $0x04, Z14, Z15
+	VPORD            Z10, Z15, Z15
+	VSUBPS           Z11, Z15, Z15
+	VPTERNLOGD       $0xea, Z10, Z0, Z14
+	VSUBPS           Z11, Z14, Z14
+	VPMOVZXBD        32(SI), Z16
+	VPSRLD           $0x04, Z16, Z17
+	VPORD            Z10, Z17, Z17
+	VSUBPS           Z11, Z17, Z17
+	VPTERNLOGD       $0xea, Z10, Z0, Z16
+	VSUBPS           Z11, Z16, Z16
+	VPMOVZXBD        48(SI), Z18
+	VPTERNLOGD       $0xea, Z10, Z0, Z18
+	VSUBPS           Z11, Z18, Z18
+	VFMADD231PS.BCST (DX), Z12, Z1
+	VFMADD231PS.BCST (DX), Z13, Z4
+	VFMADD231PS.BCST 1024(DX), Z14, Z5
+	VFMADD231PS.BCST 1024(DX), Z15, Z6
+	VFMADD231PS.BCST 2048(DX), Z16, Z7
+	VFMADD231PS.BCST 2048(DX), Z17, Z8
+	VFMADD231PS.BCST 3072(DX), Z18, Z9
+	ADDQ             DI, SI
+	ADDQ             DI, BX
+	ADDQ             $0x04, DX
+	DECQ             R8
+	JNZ              rows1_vecs7_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z4, 64(CX)
+	VMOVUPS          Z5, 128(CX)
+	VMOVUPS          Z6, 192(CX)
+	VMOVUPS          Z7, 256(CX)
+	VMOVUPS          Z8, 320(CX)
+	VMOVUPS          Z9, 384(CX)
+	ADDQ             $0x07, 120(SP)
+	JMP              panelnext
+
+rows1_vecs7_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 1024(AX)(DX*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z4
+	VMULPS       Z0, Z4, Z4
+	VMOVUPS      128(CX), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS      192(CX), Z6
+	VMULPS       Z0, Z6, Z6
+	VMOVUPS      256(CX), Z7
+	VMULPS       Z0, Z7, Z7
+	VMOVUPS      320(CX), Z8
+	VMULPS       Z0, Z8, Z8
+	VMOVUPS.Z    384(CX), K1, Z9
+	VMULPS       Z0, Z9, Z9
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, SI
+	SHLQ         $0x04, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x01, BX
+	IMUL3Q       $0x00000400, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x10, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+	VMOVDQU32    constsAVX512<>+2368(SB), Z0
+	VMOVDQU32    constsAVX512<>+2816(SB), Z10
+	VMOVDQU32    constsAVX512<>+2880(SB), Z11
+
+rows1_vecs7_masked_keys:
+	CMPQ       BX, SI
+	JEQ        rows1_vecs7_masked_keys_fetched
+	PREFETCHT1 (BX)
+
+rows1_vecs7_masked_keys_fetched:
+	VPMOVZXBD        (SI), Z12
+	VPSRLD           $0x04, Z12, Z13
+	VPORD            Z10, Z13, Z13
+	VSUBPS           Z11, Z13, Z13
+	VPTERNLOGD       $0xea, Z10, Z0, Z12
+	VSUBPS           Z11, Z12, Z12
+	VPMOVZXBD        16(SI), Z14
+	VPSRLD           $0x04, Z14, Z15
+	VPORD            Z10, Z15, Z15
+	VSUBPS           Z11, Z15, Z15
+	VPTERNLOGD       $0xea, Z10, Z0, Z14
+	VSUBPS           Z11, Z14, Z14
+	VPMOVZXBD        32(SI), Z16
+	VPSRLD           $0x04, Z16, Z17
+	VPORD            Z10, Z17, Z17
+	VSUBPS           Z11, Z17, Z17
+	VPTERNLOGD       $0xea, Z10, Z0, Z16
+	VSUBPS           Z11, Z16, Z16
+	VPMOVZXBD        48(SI), Z18
+	VPTERNLOGD       $0xea, Z10, Z0, Z18
+	VSUBPS           Z11, Z18, Z18
+	VFMADD231PS.BCST (DX), Z12, Z1
+	VFMADD231PS.BCST (DX), Z13, Z4
+	VFMADD231PS.BCST 1024(DX), Z14, Z5
+	VFMADD231PS.BCST 1024(DX), Z15, Z6
+	VFMADD231PS.BCST 2048(DX), Z16, Z7
+	VFMADD231PS.BCST 2048(DX), Z17, Z8
+	VFMADD231PS.BCST 3072(DX), Z18, Z9
+	ADDQ             DI, SI
+	ADDQ             DI, BX
+	ADDQ             $0x04, DX
+	DECQ             R8
+	JNZ              rows1_vecs7_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z4, 64(CX)
+	VMOVUPS          Z5, 128(CX)
+	VMOVUPS          Z6, 192(CX)
+	VMOVUPS          Z7, 256(CX)
+	VMOVUPS          Z8, 320(CX)
+	VMOVUPS          Z9, K1, 384(CX)
+	ADDQ             $0x07, 120(SP)
+	JMP              panelnext
+
+rows1_vecs6_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 1024(AX)(DX*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z4
+	VMULPS       Z0, Z4, Z4
+	VMOVUPS      128(CX), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS      192(CX), Z6
+	VMULPS       Z0, Z6, Z6
+	VMOVUPS      256(CX), Z7
+	VMULPS       Z0, Z7, Z7
+	VMOVUPS      320(CX), Z8
 	VMULPS       Z0, Z8, Z8
 	MOVQ         56(SP), DI
 	MOVQ         24(SP), R8
@@ -83603,12 +82731,12 @@ rows1_vecs8_masked:
 	VMOVDQU32    constsAVX512<>+2816(SB), Z9
 	VMOVDQU32    constsAVX512<>+2880(SB), Z10
 
-rows1_vecs8_masked_keys:
+rows1_vecs6_whole_keys:
 	CMPQ       BX, SI
-	JEQ        rows1_vecs8_masked_keys_fetched
+	JEQ        rows1_vecs6_whole_keys_fetched
 	PREFETCHT1 (BX)
 
-rows1_vecs8_masked_keys_fetched:
+rows1_vecs6_whole_keys_fetched:
 	VPMOVZXBD        (SI), Z11
 	VPSRLD           $0x04, Z11, Z12
 	VPORD            Z9, Z12, Z12
@@ -83627,323 +82755,23 @@ rows1_vecs8_masked_keys_fetched:
 	VSUBPS           Z10, Z16, Z16
 	VPTERNLOGD       $0xea, Z9, Z0, Z15
 	VSUBPS           Z10, Z15, Z15
-	VPMOVZXBD        48(SI), Z17
-	VPSRLD           $0x04, Z17, Z18
-	VPORD            Z9, Z18, Z18
-	VSUBPS           Z10, Z18, Z18
-	VPTERNLOGD       $0xea, Z9, Z0, Z17
-	VSUBPS           Z10, Z17, Z17
 	VFMADD231PS.BCST (DX), Z11, Z1
-	VFMADD231PS.BCST (DX), Z12, Z2
-	VFMADD231PS.BCST 1024(DX), Z13, Z3
-	VFMADD231PS.BCST 1024(DX), Z14, Z4
-	VFMADD231PS.BCST 2048(DX), Z15, Z5
-	VFMADD231PS.BCST 2048(DX), Z16, Z6
-	VFMADD231PS.BCST 3072(DX), Z17, Z7
-	VFMADD231PS.BCST 3072(DX), Z18, Z8
-	ADDQ             DI, SI
-	ADDQ             DI, BX
-	ADDQ             $0x04, DX
-	DECQ             R8
-	JNZ              rows1_vecs8_masked_keys
-	VMOVUPS          Z1, (CX)
-	VMOVUPS          Z2, 64(CX)
-	VMOVUPS          Z3, 128(CX)
-	VMOVUPS          Z4, 192(CX)
-	VMOVUPS          Z5, 256(CX)
-	VMOVUPS          Z6, 320(CX)
-	VMOVUPS          Z7, 384(CX)
-	VMOVUPS          Z8, K1, 448(CX)
-	ADDQ             $0x08, 120(SP)
-	JMP              panelnext
-
-rows1_vecs7_whole:
-	MOVQ         o+88(FP), CX
-	MOVQ         64(SP), DX
-	MOVQ         104(SP), BX
-	IMULQ        DX, BX
-	ADDQ         BX, CX
-	MOVQ         120(SP), BX
-	SHLQ         $0x06, BX
-	ADDQ         BX, CX
-	MOVQ         104(SP), DX
-	VBROADCASTSS 1024(AX)(DX*4), Z0
-	VMOVUPS      (CX), Z1
-	VMULPS       Z0, Z1, Z1
-	VMOVUPS      64(CX), Z2
-	VMULPS       Z0, Z2, Z2
-	VMOVUPS      128(CX), Z3
-	VMULPS       Z0, Z3, Z3
-	VMOVUPS      192(CX), Z4
-	VMULPS       Z0, Z4, Z4
-	VMOVUPS      256(CX), Z5
-	VMULPS       Z0, Z5, Z5
-	VMOVUPS      320(CX), Z6
-	VMULPS       Z0, Z6, Z6
-	VMOVUPS      384(CX), Z7
-	VMULPS       Z0, Z7, Z7
-	MOVQ         56(SP), DI
-	MOVQ         24(SP), R8
-	MOVQ         8(SP), SI
-	MOVQ         R8, BX
-	IMULQ        DI, BX
-	ADDQ         BX, SI
-	MOVQ         120(SP), BX
-	SHLQ         $0x03, BX
-	ADDQ         BX, SI
-	SHLQ         $0x04, DX
-	ADDQ         R8, DX
-	LEAQ         (AX)(DX*4), DX
-	MOVQ         120(SP), BX
-	SHRQ         $0x01, BX
-	IMUL3Q       $0x00000400, BX, BX
-	ADDQ         200(SP), BX
-	ADDQ         BX, DX
-	NEGQ         R8
-	ADDQ         $0x10, R8
-	MOVQ         136(SP), BX
-	ADDQ         SI, BX
-	VMOVDQU32    constsAVX512<>+2368(SB), Z0
-	VMOVDQU32    constsAVX512<>+2816(SB), Z8
-	VMOVDQU32    constsAVX512<>+2880(SB), Z9
-
-rows1_vecs7_whole_keys:
-	CMPQ       BX, SI
-	JEQ        rows1_vecs7_whole_keys_fetched
-	PREFETCHT1 (BX)
-
-rows1_vecs7_whole_keys_fetched:
-	VPMOVZXBD        (SI), Z10
-	VPSRLD           $0x04, Z10, Z11
-	VPORD            Z8, Z11, Z11
-	VSUBPS           Z9, Z11, Z11
-	VPTERNLOGD       $0xea, Z8, Z0, Z10
-	VSUBPS           Z9, Z10, Z10
-	VPMOVZXBD        16(SI), Z12
-	VPSRLD           $0x04, Z12, Z13
-	VPORD            Z8, Z13, Z13
-	VSUBPS           Z9, Z13, Z13
-	VPTERNLOGD       $0xea, Z8, Z0, Z12
-	VSUBPS           Z9, Z12, Z12
-	VPMOVZXBD        32(SI), Z14
-	VPSRLD           $0x04, Z14, Z15
-	VPORD            Z8, Z15, Z15
-	VSUBPS           Z9, Z15, Z15
-	VPTERNLOGD       $0xea, Z8, Z0, Z14
-	VSUBPS           Z9, Z14, Z14
-	VPMOVZXBD        48(SI), Z16
-	VPTERNLOGD       $0xea, Z8, Z0, Z16
-	VSUBPS           Z9, Z16, Z16
-	VFMADD231PS.BCST (DX), Z10, Z1
-	VFMADD231PS.BCST (DX), Z11, Z2
-	VFMADD231PS.BCST 1024(DX), Z12, Z3
-	VFMADD231PS.BCST 1024(DX), Z13, Z4
-	VFMADD231PS.BCST 2048(DX), Z14, Z5
-	VFMADD231PS.BCST 2048(DX), Z15, Z6
-	VFMADD231PS.BCST 3072(DX), Z16, Z7
-	ADDQ             DI, SI
-	ADDQ             DI, BX
-	ADDQ             $0x04, DX
-	DECQ             R8
-	JNZ              rows1_vecs7_whole_keys
-	VMOVUPS          Z1, (CX)
-	VMOVUPS          Z2, 64(CX)
-	VMOVUPS          Z3, 128(CX)
-	VMOVUPS          Z4, 192(CX)
-	VMOVUPS          Z5, 256(CX)
-	VMOVUPS          Z6, 320(CX)
-	VMOVUPS          Z7, 384(CX)
-	ADDQ             $0x07, 120(SP)
-	JMP              panelnext
-
-rows1_vecs7_masked:
-	MOVQ         o+88(FP), CX
-	MOVQ         64(SP), DX
-	MOVQ         104(SP), BX
-	IMULQ        DX, BX
-	ADDQ         BX, CX
-	MOVQ         120(SP), BX
-	SHLQ         $0x06, BX
-	ADDQ         BX, CX
-	MOVQ         104(SP), DX
-	VBROADCASTSS 1024(AX)(DX*4), Z0
-	VMOVUPS      (CX), Z1
-	VMULPS       Z0, Z1, Z1
-	VMOVUPS      64(CX), Z2
-	VMULPS       Z0, Z2, Z2
-	VMOVUPS      128(CX), Z3
-	VMULPS       Z0, Z3, Z3
-	VMOVUPS      192(CX), Z4
-	VMULPS       Z0, Z4, Z4
-	VMOVUPS      256(CX), Z5
-	VMULPS       Z0, Z5, Z5
-	VMOVUPS      320(CX), Z6
-	VMULPS       Z0, Z6, Z6
-	VMOVUPS.Z    384(CX), K1, Z7
-	VMULPS       Z0, Z7, Z7
-	MOVQ         56(SP), DI
-	MOVQ         24(SP), R8
-	MOVQ         8(SP), SI
-	MOVQ         R8, BX
-	IMULQ        DI, BX
-	ADDQ         BX, SI
-	MOVQ         120(SP), BX
-	SHLQ         $0x03, BX
-	ADDQ         BX, SI
-	SHLQ         $0x04, DX
-	ADDQ         R8, DX
-	LEAQ         (AX)(DX*4), DX
-	MOVQ         120(SP), BX
-	SHRQ         $0x01, BX
-	IMUL3Q       $0x00000400, BX, BX
-	ADDQ         200(SP), BX
-	ADDQ         BX, DX
-	NEGQ         R8
-	ADDQ         $0x10, R8
-	MOVQ         136(SP), BX
-	ADDQ         SI, BX
-	VMOVDQU32    constsAVX512<>+2368(SB), Z0
-	VMOVDQU32    constsAVX512<>+2816(SB), Z8
-	VMOVDQU32    constsAVX512<>+2880(SB), Z9
-
-rows1_vecs7_masked_keys:
-	CMPQ       BX, SI
-	JEQ        rows1_vecs7_masked_keys_fetched
-	PREFETCHT1 (BX)
-
-rows1_vecs7_masked_keys_fetched:
-	VPMOVZXBD        (SI), Z10
-	VPSRLD           $0x04, Z10, Z11
-	VPORD            Z8, Z11, Z11
-	VSUBPS           Z9, Z11, Z11
-	VPTERNLOGD       $0xea, Z8, Z0, Z10
-	VSUBPS           Z9, Z10, Z10
-	VPMOVZXBD        16(SI), Z12
-	VPSRLD           $0x04, Z12, Z13
-	VPORD            Z8, Z13, Z13
-	VSUBPS           Z9, Z13, Z13
-	VPTERNLOGD       $0xea, Z8, Z0, Z12
-	VSUBPS           Z9, Z12, Z12
-	VPMOVZXBD        32(SI), Z14
-	VPSRLD           $0x04, Z14, Z15
-	VPORD            Z8, Z15, Z15
-	VSUBPS           Z9, Z15, Z15
-	VPTERNLOGD       $0xea, Z8, Z0, Z14
-	VSUBPS           Z9, Z14, Z14
-	VPMOVZXBD        48(SI), Z16
-	VPTERNLOGD       $0xea, Z8, Z0, Z16
-	VSUBPS           Z9, Z16, Z16
-	VFMADD231PS.BCST (DX), Z10, Z1
-	VFMADD231PS.BCST (DX), Z11, Z2
-	VFMADD231PS.BCST 1024(DX), Z12, Z3
-	VFMADD231PS.BCST 1024(DX), Z13, Z4
-	VFMADD231PS.BCST 2048(DX), Z14, Z5
-	VFMADD231PS.BCST 2048(DX), Z15, Z6
-	VFMADD231PS.BCST 3072(DX), Z16, Z7
-	ADDQ             DI, SI
-	ADDQ             DI, BX
-	ADDQ             $0x04, DX
-	DECQ             R8
-	JNZ              rows1_vecs7_masked_keys
-	VMOVUPS          Z1, (CX)
-	VMOVUPS          Z2, 64(CX)
-	VMOVUPS          Z3, 128(CX)
-	VMOVUPS          Z4, 192(CX)
-	VMOVUPS          Z5, 256(CX)
-	VMOVUPS          Z6, 320(CX)
-	VMOVUPS          Z7, K1, 384(CX)
-	ADDQ             $0x07, 120(SP)
-	JMP              panelnext
-
-rows1_vecs6_whole:
-	MOVQ         o+88(FP), CX
-	MOVQ         64(SP), DX
-	MOVQ         104(SP), BX
-	IMULQ        DX, BX
-	ADDQ         BX, CX
-	MOVQ         120(SP), BX
-	SHLQ         $0x06, BX
-	ADDQ         BX, CX
-	MOVQ         104(SP), DX
-	VBROADCASTSS 1024(AX)(DX*4), Z0
-	VMOVUPS      (CX), Z1
-	VMULPS       Z0, Z1, Z1
-	VMOVUPS      64(CX), Z2
-	VMULPS       Z0, Z2, Z2
-	VMOVUPS      128(CX), Z3
-	VMULPS       Z0, Z3, Z3
-	VMOVUPS      192(CX), Z4
-	VMULPS       Z0, Z4, Z4
-	VMOVUPS      256(CX), Z5
-	VMULPS       Z0, Z5, Z5
-	VMOVUPS      320(CX), Z6
-	VMULPS       Z0, Z6, Z6
-	MOVQ         56(SP), DI
-	MOVQ         24(SP), R8
-	MOVQ         8(SP), SI
-	MOVQ         R8, BX
-	IMULQ        DI, BX
-	ADDQ         BX, SI
-	MOVQ         120(SP), BX
-	SHLQ         $0x03, BX
-	ADDQ         BX, SI
-	SHLQ         $0x04, DX
-	ADDQ         R8, DX
-	LEAQ         (AX)(DX*4), DX
-	MOVQ         120(SP), BX
-	SHRQ         $0x01, BX
-	IMUL3Q       $0x00000400, BX, BX
-	ADDQ         200(SP), BX
-	ADDQ         BX, DX
-	NEGQ         R8
-	ADDQ         $0x10, R8
-	MOVQ         136(SP), BX
-	ADDQ         SI, BX
-	VMOVDQU32    constsAVX512<>+2368(SB), Z0
-	VMOVDQU32    constsAVX512<>+2816(SB), Z7
-	VMOVDQU32    constsAVX512<>+2880(SB), Z8
-
-rows1_vecs6_whole_keys:
-	CMPQ       BX, SI
-	JEQ        rows1_vecs6_whole_keys_fetched
-	PREFETCHT1 (BX)
-
-rows1_vecs6_whole_keys_fetched:
-	VPMOVZXBD        (SI), Z9
-	VPSRLD           $0x04, Z9, Z10
-	VPORD            Z7, Z10, Z10
-	VSUBPS           Z8, Z10, Z10
-	VPTERNLOGD       $0xea, Z7, Z0, Z9
-	VSUBPS           Z8, Z9, Z9
-	VPMOVZXBD        16(SI), Z11
-	VPSRLD           $0x04, Z11, Z12
-	VPORD            Z7, Z12, Z12
-	VSUBPS           Z8, Z12, Z12
-	VPTERNLOGD       $0xea, Z7, Z0, Z11
-	VSUBPS           Z8, Z11, Z11
-	VPMOVZXBD        32(SI), Z13
-	VPSRLD           $0x04, Z13, Z14
-	VPORD            Z7, Z14, Z14
-	VSUBPS           Z8, Z14, Z14
-	VPTERNLOGD       $0xea, Z7, Z0, Z13
-	VSUBPS           Z8, Z13, Z13
-	VFMADD231PS.BCST (DX), Z9, Z1
-	VFMADD231PS.BCST (DX), Z10, Z2
-	VFMADD231PS.BCST 1024(DX), Z11, Z3
-	VFMADD231PS.BCST 1024(DX), Z12, Z4
-	VFMADD231PS.BCST 2048(DX), Z13, Z5
-	VFMADD231PS.BCST 2048(DX), Z14, Z6
+	VFMADD231PS.BCST (DX), Z12, Z4
+	VFMADD231PS.BCST 1024(DX), Z13, Z5
+	VFMADD231PS.BCST 1024(DX), Z14, Z6
+	VFMADD231PS.BCST 2048(DX), Z15, Z7
+	VFMADD231PS.BCST 2048(DX), Z16, Z8
 	ADDQ             DI, SI
 	ADDQ             DI, BX
 	ADDQ             $0x04, DX
 	DECQ             R8
 	JNZ              rows1_vecs6_whole_keys
 	VMOVUPS          Z1, (CX)
-	VMOVUPS          Z2, 64(CX)
-	VMOVUPS          Z3, 128(CX)
-	VMOVUPS          Z4, 192(CX)
-	VMOVUPS          Z5, 256(CX)
-	VMOVUPS          Z6, 320(CX)
+	VMOVUPS          Z4, 64(CX)
+	VMOVUPS          Z5, 128(CX)
+	VMOVUPS          Z6, 192(CX)
+	VMOVUPS          Z7, 256(CX)
+	VMOVUPS          Z8, 320(CX)
 	ADDQ             $0x06, 120(SP)
 	JMP              panelnext
 
@@ -83960,15 +82788,273 @@ rows1_vecs6_masked:
 	VBROADCASTSS 1024(AX)(DX*4), Z0
 	VMOVUPS      (CX), Z1
 	VMULPS       Z0, Z1, Z1
-	VMOVUPS      64(CX), Z2
-	VMULPS       Z0, Z2, Z2
-	VMOVUPS      128(CX), Z3
-	VMULPS       Z0, Z3, Z3
-	VMOVUPS      192(CX), Z4
+	VMOVUPS      64(CX), Z4
 	VMULPS       Z0, Z4, Z4
-	VMOVUPS      256(CX), Z5
+	VMOVUPS      128(CX), Z5
 	VMULPS       Z0, Z5, Z5
-	VMOVUPS.Z    320(CX), K1, Z6
+	VMOVUPS      192(CX), Z6
+	VMULPS       Z0, Z6, Z6
+	VMOVUPS      256(CX), Z7
+	VMULPS       Z0, Z7, Z7
+	VMOVUPS.Z    320(CX), K1, Z8
+	VMULPS       Z0, Z8, Z8
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, SI
+	SHLQ         $0x04, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x01, BX
+	IMUL3Q       $0x00000400, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x10, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+	VMOVDQU32    constsAVX512<>+2368(SB), Z0
+	VMOVDQU32    constsAVX512<>+2816(SB), Z9
+	VMOVDQU32    constsAVX512<>+2880(SB), Z10
+
+rows1_vecs6_masked_keys:
+	CMPQ       BX, SI
+	JEQ        rows1_vecs6_masked_keys_fetched
+	PREFETCHT1 (BX)
+
+rows1_vecs6_masked_keys_fetched:
+	VPMOVZXBD        (SI), Z11
+	VPSRLD           $0x04, Z11, Z12
+	VPORD            Z9, Z12, Z12
+	VSUBPS           Z10, Z12, Z12
+	VPTERNLOGD       $0xea, Z9, Z0, Z11
+	VSUBPS           Z10, Z11, Z11
+	VPMOVZXBD        16(SI), Z13
+	VPSRLD           $0x04, Z13, Z14
+	VPORD            Z9, Z14, Z14
+	VSUBPS           Z10, Z14, Z14
+	VPTERNLOGD       $0xea, Z9, Z0, Z13
+	VSUBPS           Z10, Z13, Z13
+	VPMOVZXBD        32(SI), Z15
+	VPSRLD           $0x04, Z15, Z16
+	VPORD            Z9, Z16, Z16
+	VSUBPS           Z10, Z16, Z16
+	VPTERNLOGD       $0xea, Z9, Z0, Z15
+	VSUBPS           Z10, Z15, Z15
+	VFMADD231PS.BCST (DX), Z11, Z1
+	VFMADD231PS.BCST (DX), Z12, Z4
+	VFMADD231PS.BCST 1024(DX), Z13, Z5
+	VFMADD231PS.BCST 1024(DX), Z14, Z6
+	VFMADD231PS.BCST 2048(DX), Z15, Z7
+	VFMADD231PS.BCST 2048(DX), Z16, Z8
+	ADDQ             DI, SI
+	ADDQ             DI, BX
+	ADDQ             $0x04, DX
+	DECQ             R8
+	JNZ              rows1_vecs6_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z4, 64(CX)
+	VMOVUPS          Z5, 128(CX)
+	VMOVUPS          Z6, 192(CX)
+	VMOVUPS          Z7, 256(CX)
+	VMOVUPS          Z8, K1, 320(CX)
+	ADDQ             $0x06, 120(SP)
+	JMP              panelnext
+
+rows1_vecs5_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 1024(AX)(DX*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z4
+	VMULPS       Z0, Z4, Z4
+	VMOVUPS      128(CX), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS      192(CX), Z6
+	VMULPS       Z0, Z6, Z6
+	VMOVUPS      256(CX), Z7
+	VMULPS       Z0, Z7, Z7
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, SI
+	SHLQ         $0x04, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x01, BX
+	IMUL3Q       $0x00000400, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x10, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+	VMOVDQU32    constsAVX512<>+2368(SB), Z0
+	VMOVDQU32    constsAVX512<>+2816(SB), Z8
+	VMOVDQU32    constsAVX512<>+2880(SB), Z9
+
+rows1_vecs5_whole_keys:
+	CMPQ       BX, SI
+	JEQ        rows1_vecs5_whole_keys_fetched
+	PREFETCHT1 (BX)
+
+rows1_vecs5_whole_keys_fetched:
+	VPMOVZXBD        (SI), Z10
+	VPSRLD           $0x04, Z10, Z11
+	VPORD            Z8, Z11, Z11
+	VSUBPS           Z9, Z11, Z11
+	VPTERNLOGD       $0xea, Z8, Z0, Z10
+	VSUBPS           Z9, Z10, Z10
+	VPMOVZXBD        16(SI), Z12
+	VPSRLD           $0x04, Z12, Z13
+	VPORD            Z8, Z13, Z13
+	VSUBPS           Z9, Z13, Z13
+	VPTERNLOGD       $0xea, Z8, Z0, Z12
+	VSUBPS           Z9, Z12, Z12
+	VPMOVZXBD        32(SI), Z14
+	VPTERNLOGD       $0xea, Z8, Z0, Z14
+	VSUBPS           Z9, Z14, Z14
+	VFMADD231PS.BCST (DX), Z10, Z1
+	VFMADD231PS.BCST (DX), Z11, Z4
+	VFMADD231PS.BCST 1024(DX), Z12, Z5
+	VFMADD231PS.BCST 1024(DX), Z13, Z6
+	VFMADD231PS.BCST 2048(DX), Z14, Z7
+	ADDQ             DI, SI
+	ADDQ             DI, BX
+	ADDQ             $0x04, DX
+	DECQ             R8
+	JNZ              rows1_vecs5_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z4, 64(CX)
+	VMOVUPS          Z5, 128(CX)
+	VMOVUPS          Z6, 192(CX)
+	VMOVUPS          Z7, 256(CX)
+	ADDQ             $0x05, 120(SP)
+	JMP              panelnext
+
+rows1_vecs5_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 1024(AX)(DX*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z4
+	VMULPS       Z0, Z4, Z4
+	VMOVUPS      128(CX), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS      192(CX), Z6
+	VMULPS       Z0, Z6, Z6
+	VMOVUPS.Z    256(CX), K1, Z7
+	VMULPS       Z0, Z7, Z7
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, SI
+	SHLQ         $0x04, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x01, BX
+	IMUL3Q       $0x00000400, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x10, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+	VMOVDQU32    constsAVX512<>+2368(SB), Z0
+	VMOVDQU32    constsAVX512<>+2816(SB), Z8
+	VMOVDQU32    constsAVX512<>+2880(SB), Z9
+
+rows1_vecs5_masked_keys:
+	CMPQ       BX, SI
+	JEQ        rows1_vecs5_masked_keys_fetched
+	PREFETCHT1 (BX)
+
+rows1_vecs5_masked_keys_fetched:
+	VPMOVZXBD        (SI), Z10
+	VPSRLD           $0x04, Z10, Z11
+	VPORD            Z8, Z11, Z11
+	VSUBPS           Z9, Z11, Z11
+	VPTERNLOGD       $0xea, Z8, Z0, Z10
+	VSUBPS           Z9, Z10, Z10
+	VPMOVZXBD        16(SI), Z12
+	VPSRLD           $0x04, Z12, Z13
+	VPORD            Z8, Z13, Z13
+	VSUBPS           Z9, Z13, Z13
+	VPTERNLOGD       $0xea, Z8, Z0, Z12
+	VSUBPS           Z9, Z12, Z12
+	VPMOVZXBD        32(SI), Z14
+	VPTERNLOGD       $0xea, Z8, Z0, Z14
+	VSUBPS           Z9, Z14, Z14
+	VFMADD231PS.BCST (DX), Z10, Z1
+	VFMADD231PS.BCST (DX), Z11, Z4
+	VFMADD231PS.BCST 1024(DX), Z12, Z5
+	VFMADD231PS.BCST 1024(DX), Z13, Z6
+	VFMADD231PS.BCST 2048(DX), Z14, Z7
+	ADDQ             DI, SI
+	ADDQ             DI, BX
+	ADDQ             $0x04, DX
+	DECQ             R8
+	JNZ              rows1_vecs5_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z4, 64(CX)
+	VMOVUPS          Z5, 128(CX)
+	VMOVUPS          Z6, 192(CX)
+	VMOVUPS          Z7, K1, 256(CX)
+	ADDQ             $0x05, 120(SP)
+	JMP              panelnext
+
+rows1_vecs4_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 1024(AX)(DX*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z4
+	VMULPS       Z0, Z4, Z4
+	VMOVUPS      128(CX), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS      192(CX), Z6
 	VMULPS       Z0, Z6, Z6
 	MOVQ         56(SP), DI
 	MOVQ         24(SP), R8
@@ -83995,12 +83081,12 @@ rows1_vecs6_masked:
 	VMOVDQU32    constsAVX512<>+2816(SB), Z7
 	VMOVDQU32    constsAVX512<>+2880(SB), Z8
 
-rows1_vecs6_masked_keys:
+rows1_vecs4_whole_keys:
 	CMPQ       BX, SI
-	JEQ        rows1_vecs6_masked_keys_fetched
+	JEQ        rows1_vecs4_whole_keys_fetched
 	PREFETCHT1 (BX)
 
-rows1_vecs6_masked_keys_fetched:
+rows1_vecs4_whole_keys_fetched:
 	VPMOVZXBD        (SI), Z9
 	VPSRLD           $0x04, Z9, Z10
 	VPORD            Z7, Z10, Z10
@@ -84013,277 +83099,19 @@ rows1_vecs6_masked_keys_fetched:
 	VSUBPS           Z8, Z12, Z12
 	VPTERNLOGD       $0xea, Z7, Z0, Z11
 	VSUBPS           Z8, Z11, Z11
-	VPMOVZXBD        32(SI), Z13
-	VPSRLD           $0x04, Z13, Z14
-	VPORD            Z7, Z14, Z14
-	VSUBPS           Z8, Z14, Z14
-	VPTERNLOGD       $0xea, Z7, Z0, Z13
-	VSUBPS           Z8, Z13, Z13
 	VFMADD231PS.BCST (DX), Z9, Z1
-	VFMADD231PS.BCST (DX), Z10, Z2
-	VFMADD231PS.BCST 1024(DX), Z11, Z3
-	VFMADD231PS.BCST 1024(DX), Z12, Z4
-	VFMADD231PS.BCST 2048(DX), Z13, Z5
-	VFMADD231PS.BCST 2048(DX), Z14, Z6
-	ADDQ             DI, SI
-	ADDQ             DI, BX
-	ADDQ             $0x04, DX
-	DECQ             R8
-	JNZ              rows1_vecs6_masked_keys
-	VMOVUPS          Z1, (CX)
-	VMOVUPS          Z2, 64(CX)
-	VMOVUPS          Z3, 128(CX)
-	VMOVUPS          Z4, 192(CX)
-	VMOVUPS          Z5, 256(CX)
-	VMOVUPS          Z6, K1, 320(CX)
-	ADDQ             $0x06, 120(SP)
-	JMP              panelnext
-
-rows1_vecs5_whole:
-	MOVQ         o+88(FP), CX
-	MOVQ         64(SP), DX
-	MOVQ         104(SP), BX
-	IMULQ        DX, BX
-	ADDQ         BX, CX
-	MOVQ         120(SP), BX
-	SHLQ         $0x06, BX
-	ADDQ         BX, CX
-	MOVQ         104(SP), DX
-	VBROADCASTSS 1024(AX)(DX*4), Z0
-	VMOVUPS      (CX), Z1
-	VMULPS       Z0, Z1, Z1
-	VMOVUPS      64(CX), Z2
-	VMULPS       Z0, Z2, Z2
-	VMOVUPS      128(CX), Z3
-	VMULPS       Z0, Z3, Z3
-	VMOVUPS      192(CX), Z4
-	VMULPS       Z0, Z4, Z4
-	VMOVUPS      256(CX), Z5
-	VMULPS       Z0, Z5, Z5
-	MOVQ         56(SP), DI
-	MOVQ         24(SP), R8
-	MOVQ         8(SP), SI
-	MOVQ         R8, BX
-	IMULQ        DI, BX
-	ADDQ         BX, SI
-	MOVQ         120(SP), BX
-	SHLQ         $0x03, BX
-	ADDQ         BX, SI
-	SHLQ         $0x04, DX
-	ADDQ         R8, DX
-	LEAQ         (AX)(DX*4), DX
-	MOVQ         120(SP), BX
-	SHRQ         $0x01, BX
-	IMUL3Q       $0x00000400, BX, BX
-	ADDQ         200(SP), BX
-	ADDQ         BX, DX
-	NEGQ         R8
-	ADDQ         $0x10, R8
-	MOVQ         136(SP), BX
-	ADDQ         SI, BX
-	VMOVDQU32    constsAVX512<>+2368(SB), Z0
-	VMOVDQU32    constsAVX512<>+2816(SB), Z6
-	VMOVDQU32    constsAVX512<>+2880(SB), Z7
-
-rows1_vecs5_whole_keys:
-	CMPQ       BX, SI
-	JEQ        rows1_vecs5_whole_keys_fetched
-	PREFETCHT1 (BX)
-
-rows1_vecs5_whole_keys_fetched:
-	VPMOVZXBD        (SI), Z8
-	VPSRLD           $0x04, Z8, Z9
-	VPORD            Z6, Z9, Z9
-	VSUBPS           Z7, Z9, Z9
-	VPTERNLOGD       $0xea, Z6, Z0, Z8
-	VSUBPS           Z7, Z8, Z8
-	VPMOVZXBD        16(SI), Z10
-	VPSRLD           $0x04, Z10, Z11
-	VPORD            Z6, Z11, Z11
-	VSUBPS           Z7, Z11, Z11
-	VPTERNLOGD       $0xea, Z6, Z0, Z10
-	VSUBPS           Z7, Z10, Z10
-	VPMOVZXBD        32(SI), Z12
-	VPTERNLOGD       $0xea, Z6, Z0, Z12
-	VSUBPS           Z7, Z12, Z12
-	VFMADD231PS.BCST (DX), Z8, Z1
-	VFMADD231PS.BCST (DX), Z9, Z2
-	VFMADD231PS.BCST 1024(DX), Z10, Z3
-	VFMADD231PS.BCST 1024(DX), Z11, Z4
-	VFMADD231PS.BCST 2048(DX), Z12, Z5
-	ADDQ             DI, SI
-	ADDQ             DI, BX
-	ADDQ             $0x04, DX
-	DECQ             R8
-	JNZ              rows1_vecs5_whole_keys
-	VMOVUPS          Z1, (CX)
-	VMOVUPS          Z2, 64(CX)
-	VMOVUPS          Z3, 128(CX)
-	VMOVUPS          Z4, 192(CX)
-	VMOVUPS          Z5, 256(CX)
-	ADDQ             $0x05, 120(SP)
-	JMP              panelnext
-
-rows1_vecs5_masked:
-	MOVQ         o+88(FP), CX
-	MOVQ         64(SP), DX
-	MOVQ         104(SP), BX
-	IMULQ        DX, BX
-	ADDQ         BX, CX
-	MOVQ         120(SP), BX
-	SHLQ         $0x06, BX
-	ADDQ         BX, CX
-	MOVQ         104(SP), DX
-	VBROADCASTSS 1024(AX)(DX*4), Z0
-	VMOVUPS      (CX), Z1
-	VMULPS       Z0, Z1, Z1
-	VMOVUPS      64(CX), Z2
-	VMULPS       Z0, Z2, Z2
-	VMOVUPS      128(CX), Z3
-	VMULPS       Z0, Z3, Z3
-	VMOVUPS      192(CX), Z4
-	VMULPS       Z0, Z4, Z4
-	VMOVUPS.Z    256(CX), K1, Z5
-	VMULPS       Z0, Z5, Z5
-	MOVQ         56(SP), DI
-	MOVQ         24(SP), R8
-	MOVQ         8(SP), SI
-	MOVQ         R8, BX
-	IMULQ        DI, BX
-	ADDQ         BX, SI
-	MOVQ         120(SP), BX
-	SHLQ         $0x03, BX
-	ADDQ         BX, SI
-	SHLQ         $0x04, DX
-	ADDQ         R8, DX
-	LEAQ         (AX)(DX*4), DX
-	MOVQ         120(SP), BX
-	SHRQ         $0x01, BX
-	IMUL3Q       $0x00000400, BX, BX
-	ADDQ         200(SP), BX
-	ADDQ         BX, DX
-	NEGQ         R8
-	ADDQ         $0x10, R8
-	MOVQ         136(SP), BX
-	ADDQ         SI, BX
-	VMOVDQU32    constsAVX512<>+2368(SB), Z0
-	VMOVDQU32    constsAVX512<>+2816(SB), Z6
-	VMOVDQU32    constsAVX512<>+2880(SB), Z7
-
-rows1_vecs5_masked_keys:
-	CMPQ       BX, SI
-	JEQ        rows1_vecs5_masked_keys_fetched
-	PREFETCHT1 (BX)
-
-rows1_vecs5_masked_keys_fetched:
-	VPMOVZXBD        (SI), Z8
-	VPSRLD           $0x04, Z8, Z9
-	VPORD            Z6, Z9, Z9
-	VSUBPS           Z7, Z9, Z9
-	VPTERNLOGD       $0xea, Z6, Z0, Z8
-	VSUBPS           Z7, Z8, Z8
-	VPMOVZXBD        16(SI), Z10
-	VPSRLD           $0x04, Z10, Z11
-	VPORD            Z6, Z11, Z11
-	VSUBPS           Z7, Z11, Z11
-	VPTERNLOGD       $0xea, Z6, Z0, Z10
-	VSUBPS           Z7, Z10, Z10
-	VPMOVZXBD        32(SI), Z12
-	VPTERNLOGD       $0xea, Z6, Z0, Z12
-	VSUBPS           Z7, Z12, Z12
-	VFMADD231PS.BCST (DX), Z8, Z1
-	VFMADD231PS.BCST (DX), Z9, Z2
-	VFMADD231PS.BCST 1024(DX), Z10, Z3
-	VFMADD231PS.BCST 1024(DX), Z11, Z4
-	VFMADD231PS.BCST 2048(DX), Z12, Z5
-	ADDQ             DI, SI
-	ADDQ             DI, BX
-	ADDQ             $0x04, DX
-	DECQ             R8
-	JNZ              rows1_vecs5_masked_keys
-	VMOVUPS          Z1, (CX)
-	VMOVUPS          Z2, 64(CX)
-	VMOVUPS          Z3, 128(CX)
-	VMOVUPS          Z4, 192(CX)
-	VMOVUPS          Z5, K1, 256(CX)
-	ADDQ             $0x05, 120(SP)
-	JMP              panelnext
-
-rows1_vecs4_whole:
-	MOVQ         o+88(FP), CX
-	MOVQ         64(SP), DX
-	MOVQ         104(SP), BX
-	IMULQ        DX, BX
-	ADDQ         BX, CX
-	MOVQ         120(SP), BX
-	SHLQ         $0x06, BX
-	ADDQ         BX, CX
-	MOVQ         104(SP), DX
-	VBROADCASTSS 1024(AX)(DX*4), Z0
-	VMOVUPS      (CX), Z1
-	VMULPS       Z0, Z1, Z1
-	VMOVUPS      64(CX), Z2
-	VMULPS       Z0, Z2, Z2
-	VMOVUPS      128(CX), Z3
-	VMULPS       Z0, Z3, Z3
-	VMOVUPS      192(CX), Z4
-	VMULPS       Z0, Z4, Z4
-	MOVQ         56(SP), DI
-	MOVQ         24(SP), R8
-	MOVQ         8(SP), SI
-	MOVQ         R8, BX
-	IMULQ        DI, BX
-	ADDQ         BX, SI
-	MOVQ         120(SP), BX
-	SHLQ         $0x03, BX
-	ADDQ         BX, SI
-	SHLQ         $0x04, DX
-	ADDQ         R8, DX
-	LEAQ         (AX)(DX*4), DX
-	MOVQ         120(SP), BX
-	SHRQ         $0x01, BX
-	IMUL3Q       $0x00000400, BX, BX
-	ADDQ         200(SP), BX
-	ADDQ         BX, DX
-	NEGQ         R8
-	ADDQ         $0x10, R8
-	MOVQ         136(SP), BX
-	ADDQ         SI, BX
-	VMOVDQU32    constsAVX512<>+2368(SB), Z0
-	VMOVDQU32    constsAVX512<>+2816(SB), Z5
-	VMOVDQU32    constsAVX512<>+2880(SB), Z6
-
-rows1_vecs4_whole_keys:
-	CMPQ       BX, SI
-	JEQ        rows1_vecs4_whole_keys_fetched
-	PREFETCHT1 (BX)
-
-rows1_vecs4_whole_keys_fetched:
-	VPMOVZXBD        (SI), Z7
-	VPSRLD           $0x04, Z7, Z8
-	VPORD            Z5, Z8, Z8
-	VSUBPS           Z6, Z8, Z8
-	VPTERNLOGD       $0xea, Z5, Z0, Z7
-	VSUBPS           Z6, Z7, Z7
-	VPMOVZXBD        16(SI), Z9
-	VPSRLD           $0x04, Z9, Z10
-	VPORD            Z5, Z10, Z10
-	VSUBPS           Z6, Z10, Z10
-	VPTERNLOGD       $0xea, Z5, Z0, Z9
-	VSUBPS           Z6, Z9, Z9
-	VFMADD231PS.BCST (DX), Z7, Z1
-	VFMADD231PS.BCST (DX), Z8, Z2
-	VFMADD231PS.BCST 1024(DX), Z9, Z3
-	VFMADD231PS.BCST 1024(DX), Z10, Z4
+	VFMADD231PS.BCST (DX), Z10, Z4
+	VFMADD231PS.BCST 1024(DX), Z11, Z5
+	VFMADD231PS.BCST 1024(DX), Z12, Z6
 	ADDQ             DI, SI
 	ADDQ             DI, BX
 	ADDQ             $0x04, DX
 	DECQ             R8
 	JNZ              rows1_vecs4_whole_keys
 	VMOVUPS          Z1, (CX)
-	VMOVUPS          Z2, 64(CX)
-	VMOVUPS          Z3, 128(CX)
-	VMOVUPS          Z4, 192(CX)
+	VMOVUPS          Z4, 64(CX)
+	VMOVUPS          Z5, 128(CX)
+	VMOVUPS          Z6, 192(CX)
 	ADDQ             $0x04, 120(SP)
 	JMP              panelnext
 
@@ -84300,11 +83128,227 @@ rows1_vecs4_masked:
 	VBROADCASTSS 1024(AX)(DX*4), Z0
 	VMOVUPS      (CX), Z1
 	VMULPS       Z0, Z1, Z1
-	VMOVUPS      64(CX), Z2
-	VMULPS       Z0, Z2, Z2
-	VMOVUPS      128(CX), Z3
-	VMULPS       Z0, Z3, Z3
-	VMOVUPS.Z    192(CX), K1, Z4
+	VMOVUPS      64(CX), Z4
+	VMULPS       Z0, Z4, Z4
+	VMOVUPS      128(CX), Z5
+	VMULPS       Z0, Z5, Z5
+	VMOVUPS.Z    192(CX), K1, Z6
+	VMULPS       Z0, Z6, Z6
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, SI
+	SHLQ         $0x04, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x01, BX
+	IMUL3Q       $0x00000400, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x10, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+	VMOVDQU32    constsAVX512<>+2368(SB), Z0
+	VMOVDQU32    constsAVX512<>+2816(SB), Z7
+	VMOVDQU32    constsAVX512<>+2880(SB), Z8
+
+rows1_vecs4_masked_keys:
+	CMPQ       BX, SI
+	JEQ        rows1_vecs4_masked_keys_fetched
+	PREFETCHT1 (BX)
+
+rows1_vecs4_masked_keys_fetched:
+	VPMOVZXBD        (SI), Z9
+	VPSRLD           $0x04, Z9, Z10
+	VPORD            Z7, Z10, Z10
+	VSUBPS           Z8, Z10, Z10
+	VPTERNLOGD       $0xea, Z7, Z0, Z9
+	VSUBPS           Z8, Z9, Z9
+	VPMOVZXBD        16(SI), Z11
+	VPSRLD           $0x04, Z11, Z12
+	VPORD            Z7, Z12, Z12
+	VSUBPS           Z8, Z12, Z12
+	VPTERNLOGD       $0xea, Z7, Z0, Z11
+	VSUBPS           Z8, Z11, Z11
+	VFMADD231PS.BCST (DX), Z9, Z1
+	VFMADD231PS.BCST (DX), Z10, Z4
+	VFMADD231PS.BCST 1024(DX), Z11, Z5
+	VFMADD231PS.BCST 1024(DX), Z12, Z6
+	ADDQ             DI, SI
+	ADDQ             DI, BX
+	ADDQ             $0x04, DX
+	DECQ             R8
+	JNZ              rows1_vecs4_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z4, 64(CX)
+	VMOVUPS          Z5, 128(CX)
+	VMOVUPS          Z6, K1, 192(CX)
+	ADDQ             $0x04, 120(SP)
+	JMP              panelnext
+
+rows1_vecs3_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 1024(AX)(DX*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z4
+	VMULPS       Z0, Z4, Z4
+	VMOVUPS      128(CX), Z5
+	VMULPS       Z0, Z5, Z5
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, SI
+	SHLQ         $0x04, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x01, BX
+	IMUL3Q       $0x00000400, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x10, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+	VMOVDQU32    constsAVX512<>+2368(SB), Z0
+	VMOVDQU32    constsAVX512<>+2816(SB), Z6
+	VMOVDQU32    constsAVX512<>+2880(SB), Z7
+
+rows1_vecs3_whole_keys:
+	CMPQ       BX, SI
+	JEQ        rows1_vecs3_whole_keys_fetched
+	PREFETCHT1 (BX)
+
+rows1_vecs3_whole_keys_fetched:
+	VPMOVZXBD        (SI), Z8
+	VPSRLD           $0x04, Z8, Z9
+	VPORD            Z6, Z9, Z9
+	VSUBPS           Z7, Z9, Z9
+	VPTERNLOGD       $0xea, Z6, Z0, Z8
+	VSUBPS           Z7, Z8, Z8
+	VPMOVZXBD        16(SI), Z10
+	VPTERNLOGD       $0xea, Z6, Z0, Z10
+	VSUBPS           Z7, Z10, Z10
+	VFMADD231PS.BCST (DX), Z8, Z1
+	VFMADD231PS.BCST (DX), Z9, Z4
+	VFMADD231PS.BCST 1024(DX), Z10, Z5
+	ADDQ             DI, SI
+	ADDQ             DI, BX
+	ADDQ             $0x04, DX
+	DECQ             R8
+	JNZ              rows1_vecs3_whole_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z4, 64(CX)
+	VMOVUPS          Z5, 128(CX)
+	ADDQ             $0x03, 120(SP)
+	JMP              panelnext
+
+rows1_vecs3_masked:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 1024(AX)(DX*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z4
+	VMULPS       Z0, Z4, Z4
+	VMOVUPS.Z    128(CX), K1, Z5
+	VMULPS       Z0, Z5, Z5
+	MOVQ         56(SP), DI
+	MOVQ         24(SP), R8
+	MOVQ         8(SP), SI
+	MOVQ         R8, BX
+	IMULQ        DI, BX
+	ADDQ         BX, SI
+	MOVQ         120(SP), BX
+	SHLQ         $0x03, BX
+	ADDQ         BX, SI
+	SHLQ         $0x04, DX
+	ADDQ         R8, DX
+	LEAQ         (AX)(DX*4), DX
+	MOVQ         120(SP), BX
+	SHRQ         $0x01, BX
+	IMUL3Q       $0x00000400, BX, BX
+	ADDQ         200(SP), BX
+	ADDQ         BX, DX
+	NEGQ         R8
+	ADDQ         $0x10, R8
+	MOVQ         136(SP), BX
+	ADDQ         SI, BX
+	VMOVDQU32    constsAVX512<>+2368(SB), Z0
+	VMOVDQU32    constsAVX512<>+2816(SB), Z6
+	VMOVDQU32    constsAVX512<>+2880(SB), Z7
+
+rows1_vecs3_masked_keys:
+	CMPQ       BX, SI
+	JEQ        rows1_vecs3_masked_keys_fetched
+	PREFETCHT1 (BX)
+
+rows1_vecs3_masked_keys_fetched:
+	VPMOVZXBD        (SI), Z8
+	VPSRLD           $0x04, Z8, Z9
+	VPORD            Z6, Z9, Z9
+	VSUBPS           Z7, Z9, Z9
+	VPTERNLOGD       $0xea, Z6, Z0, Z8
+	VSUBPS           Z7, Z8, Z8
+	VPMOVZXBD        16(SI), Z10
+	VPTERNLOGD       $0xea, Z6, Z0, Z10
+	VSUBPS           Z7, Z10, Z10
+	VFMADD231PS.BCST (DX), Z8, Z1
+	VFMADD231PS.BCST (DX), Z9, Z4
+	VFMADD231PS.BCST 1024(DX), Z10, Z5
+	ADDQ             DI, SI
+	ADDQ             DI, BX
+	ADDQ             $0x04, DX
+	DECQ             R8
+	JNZ              rows1_vecs3_masked_keys
+	VMOVUPS          Z1, (CX)
+	VMOVUPS          Z4, 64(CX)
+	VMOVUPS          Z5, K1, 128(CX)
+	ADDQ             $0x03, 120(SP)
+	JMP              panelnext
+
+rows1_vecs2_whole:
+	MOVQ         o+88(FP), CX
+	MOVQ         64(SP), DX
+	MOVQ         104(SP), BX
+	IMULQ        DX, BX
+	ADDQ         BX, CX
+	MOVQ         120(SP), BX
+	SHLQ         $0x06, BX
+	ADDQ         BX, CX
+	MOVQ         104(SP), DX
+	VBROADCASTSS 1024(AX)(DX*4), Z0
+	VMOVUPS      (CX), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      64(CX), Z4
 	VMULPS       Z0, Z4, Z4
 	MOVQ         56(SP), DI
 	MOVQ         24(SP), R8
@@ -84331,243 +83375,27 @@ rows1_vecs4_masked:
 	VMOVDQU32    constsAVX512<>+2816(SB), Z5
 	VMOVDQU32    constsAVX512<>+2880(SB), Z6
 
-rows1_vecs4_masked_keys:
-	CMPQ       BX, SI
-	JEQ        rows1_vecs4_masked_keys_fetched
-	PREFETCHT1 (BX)
-
-rows1_vecs4_masked_keys_fetched:
-	VPMOVZXBD        (SI), Z7
-	VPSRLD           $0x04, Z7, Z8
-	VPORD            Z5, Z8, Z8
-	VSUBPS           Z6, Z8, Z8
-	VPTERNLOGD       $0xea, Z5, Z0, Z7
-	VSUBPS           Z6, Z7, Z7
-	VPMOVZXBD        16(SI), Z9
-	VPSRLD           $0x04, Z9, Z10
-	VPORD            Z5, Z10, Z10
-	VSUBPS           Z6, Z10, Z10
-	VPTERNLOGD       $0xea, Z5, Z0, Z9
-	VSUBPS           Z6, Z9, Z9
-	VFMADD231PS.BCST (DX), Z7, Z1
-	VFMADD231PS.BCST (DX), Z8, Z2
-	VFMADD231PS.BCST 1024(DX), Z9, Z3
-	VFMADD231PS.BCST 1024(DX), Z10, Z4
-	ADDQ             DI, SI
-	ADDQ             DI, BX
-	ADDQ             $0x04, DX
-	DECQ             R8
-	JNZ              rows1_vecs4_masked_keys
-	VMOVUPS          Z1, (CX)
-	VMOVUPS          Z2, 64(CX)
-	VMOVUPS          Z3, 128(CX)
-	VMOVUPS          Z4, K1, 192(CX)
-	ADDQ             $0x04, 120(SP)
-	JMP              panelnext
-
-rows1_vecs3_whole:
-	MOVQ         o+88(FP), CX
-	MOVQ         64(SP), DX
-	MOVQ         104(SP), BX
-	IMULQ        DX, BX
-	ADDQ         BX, CX
-	MOVQ         120(SP), BX
-	SHLQ         $0x06, BX
-	ADDQ         BX, CX
-	MOVQ         104(SP), DX
-	VBROADCASTSS 1024(AX)(DX*4), Z0
-	VMOVUPS      (CX), Z1
-	VMULPS       Z0, Z1, Z1
-	VMOVUPS      64(CX), Z2
-	VMULPS       Z0, Z2, Z2
-	VMOVUPS      128(CX), Z3
-	VMULPS       Z0, Z3, Z3
-	MOVQ         56(SP), DI
-	MOVQ         24(SP), R8
-	MOVQ         8(SP), SI
-	MOVQ         R8, BX
-	IMULQ        DI, BX
-	ADDQ         BX, SI
-	MOVQ         120(SP), BX
-	SHLQ         $0x03, BX
-	ADDQ         BX, SI
-	SHLQ         $0x04, DX
-	ADDQ         R8, DX
-	LEAQ         (AX)(DX*4), DX
-	MOVQ         120(SP), BX
-	SHRQ         $0x01, BX
-	IMUL3Q       $0x00000400, BX, BX
-	ADDQ         200(SP), BX
-	ADDQ         BX, DX
-	NEGQ         R8
-	ADDQ         $0x10, R8
-	MOVQ         136(SP), BX
-	ADDQ         SI, BX
-	VMOVDQU32    constsAVX512<>+2368(SB), Z0
-	VMOVDQU32    constsAVX512<>+2816(SB), Z4
-	VMOVDQU32    constsAVX512<>+2880(SB), Z5
-
-rows1_vecs3_whole_keys:
-	CMPQ       BX, SI
-	JEQ        rows1_vecs3_whole_keys_fetched
-	PREFETCHT1 (BX)
-
-rows1_vecs3_whole_keys_fetched:
-	VPMOVZXBD        (SI), Z6
-	VPSRLD           $0x04, Z6, Z7
-	VPORD            Z4, Z7, Z7
-	VSUBPS           Z5, Z7, Z7
-	VPTERNLOGD       $0xea, Z4, Z0, Z6
-	VSUBPS           Z5, Z6, Z6
-	VPMOVZXBD        16(SI), Z8
-	VPTERNLOGD       $0xea, Z4, Z0, Z8
-	VSUBPS           Z5, Z8, Z8
-	VFMADD231PS.BCST (DX), Z6, Z1
-	VFMADD231PS.BCST (DX), Z7, Z2
-	VFMADD231PS.BCST 1024(DX), Z8, Z3
-	ADDQ             DI, SI
-	ADDQ             DI, BX
-	ADDQ             $0x04, DX
-	DECQ             R8
-	JNZ              rows1_vecs3_whole_keys
-	VMOVUPS          Z1, (CX)
-	VMOVUPS          Z2, 64(CX)
-	VMOVUPS          Z3, 128(CX)
-	ADDQ             $0x03, 120(SP)
-	JMP              panelnext
-
-rows1_vecs3_masked:
-	MOVQ         o+88(FP), CX
-	MOVQ         64(SP), DX
-	MOVQ         104(SP), BX
-	IMULQ        DX, BX
-	ADDQ         BX, CX
-	MOVQ         120(SP), BX
-	SHLQ         $0x06, BX
-	ADDQ         BX, CX
-	MOVQ         104(SP), DX
-	VBROADCASTSS 1024(AX)(DX*4), Z0
-	VMOVUPS      (CX), Z1
-	VMULPS       Z0, Z1, Z1
-	VMOVUPS      64(CX), Z2
-	VMULPS       Z0, Z2, Z2
-	VMOVUPS.Z    128(CX), K1, Z3
-	VMULPS       Z0, Z3, Z3
-	MOVQ         56(SP), DI
-	MOVQ         24(SP), R8
-	MOVQ         8(SP), SI
-	MOVQ         R8, BX
-	IMULQ        DI, BX
-	ADDQ         BX, SI
-	MOVQ         120(SP), BX
-	SHLQ         $0x03, BX
-	ADDQ         BX, SI
-	SHLQ         $0x04, DX
-	ADDQ         R8, DX
-	LEAQ         (AX)(DX*4), DX
-	MOVQ         120(SP), BX
-	SHRQ         $0x01, BX
-	IMUL3Q       $0x00000400, BX, BX
-	ADDQ         200(SP), BX
-	ADDQ         BX, DX
-	NEGQ         R8
-	ADDQ         $0x10, R8
-	MOVQ         136(SP), BX
-	ADDQ         SI, BX
-	VMOVDQU32    constsAVX512<>+2368(SB), Z0
-	VMOVDQU32    constsAVX512<>+2816(SB), Z4
-	VMOVDQU32    constsAVX512<>+2880(SB), Z5
-
-rows1_vecs3_masked_keys:
-	CMPQ       BX, SI
-	JEQ        rows1_vecs3_masked_keys_fetched
-	PREFETCHT1 (BX)
-
-rows1_vecs3_masked_keys_fetched:
-	VPMOVZXBD        (SI), Z6
-	VPSRLD           $0x04, Z6, Z7
-	VPORD            Z4, Z7, Z7
-	VSUBPS           Z5, Z7, Z7
-	VPTERNLOGD       $0xea, Z4, Z0, Z6
-	VSUBPS           Z5, Z6, Z6
-	VPMOVZXBD        16(SI), Z8
-	VPTERNLOGD       $0xea, Z4, Z0, Z8
-	VSUBPS           Z5, Z8, Z8
-	VFMADD231PS.BCST (DX), Z6, Z1
-	VFMADD231PS.BCST (DX), Z7, Z2
-	VFMADD231PS.BCST 1024(DX), Z8, Z3
-	ADDQ             DI, SI
-	ADDQ             DI, BX
-	ADDQ             $0x04, DX
-	DECQ             R8
-	JNZ              rows1_vecs3_masked_keys
-	VMOVUPS          Z1, (CX)
-	VMOVUPS          Z2, 64(CX)
-	VMOVUPS          Z3, K1, 128(CX)
-	ADDQ             $0x03, 120(SP)
-	JMP              panelnext
-
-rows1_vecs2_whole:
-	MOVQ         o+88(FP), CX
-	MOVQ         64(SP), DX
-	MOVQ         104(SP), BX
-	IMULQ        DX, BX
-	ADDQ         BX, CX
-	MOVQ         120(SP), BX
-	SHLQ         $0x06, BX
-	ADDQ         BX, CX
-	MOVQ         104(SP), DX
-	VBROADCASTSS 1024(AX)(DX*4), Z0
-	VMOVUPS      (CX), Z1
-	VMULPS       Z0, Z1, Z1
-	VMOVUPS      64(CX), Z2
-	VMULPS       Z0, Z2, Z2
-	MOVQ         56(SP), DI
-	MOVQ         24(SP), R8
-	MOVQ         8(SP), SI
-	MOVQ         R8, BX
-	IMULQ        DI, BX
-	ADDQ         BX, SI
-	MOVQ         120(SP), BX
-	SHLQ         $0x03, BX
-	ADDQ         BX, SI
-	SHLQ         $0x04, DX
-	ADDQ         R8, DX
-	LEAQ         (AX)(DX*4), DX
-	MOVQ         120(SP), BX
-	SHRQ         $0x01, BX
-	IMUL3Q       $0x00000400, BX, BX
-	ADDQ         200(SP), BX
-	ADDQ         BX, DX
-	NEGQ         R8
-	ADDQ         $0x10, R8
-	MOVQ         136(SP), BX
-	ADDQ         SI, BX
-	VMOVDQU32    constsAVX512<>+2368(SB), Z0
-	VMOVDQU32    constsAVX512<>+2816(SB), Z3
-	VMOVDQU32    constsAVX512<>+2880(SB), Z4
-
 rows1_vecs2_whole_keys:
 	CMPQ       BX, SI
 	JEQ        rows1_vecs2_whole_keys_fetched
 	PREFETCHT1 (BX)
 
 rows1_vecs2_whole_keys_fetched:
-	VPMOVZXBD        (SI), Z5
-	VPSRLD           $0x04, Z5, Z6
-	VPORD            Z3, Z6, Z6
-	VSUBPS           Z4, Z6, Z6
-	VPTERNLOGD       $0xea, Z3, Z0, Z5
-	VSUBPS           Z4, Z5, Z5
-	VFMADD231PS.BCST (DX), Z5, Z1
-	VFMADD231PS.BCST (DX), Z6, Z2
+	VPMOVZXBD        (SI), Z7
+	VPSRLD           $0x04, Z7, Z8
+	VPORD            Z5, Z8, Z8
+	VSUBPS           Z6, Z8, Z8
+	VPTERNLOGD       $0xea, Z5, Z0, Z7
+	VSUBPS           Z6, Z7, Z7
+	VFMADD231PS.BCST (DX), Z7, Z1
+	VFMADD231PS.BCST (DX), Z8, Z4
 	ADDQ             DI, SI
 	ADDQ             DI, BX
 	ADDQ             $0x04, DX
 	DECQ             R8
 	JNZ              rows1_vecs2_whole_keys
 	VMOVUPS          Z1, (CX)
-	VMOVUPS          Z2, 64(CX)
+	VMOVUPS          Z4, 64(CX)
 	ADDQ             $0x02, 120(SP)
 	JMP              panelnext
 
@@ -84584,8 +83412,8 @@ rows1_vecs2_masked:
 	VBROADCASTSS 1024(AX)(DX*4), Z0
 	VMOVUPS      (CX), Z1
 	VMULPS       Z0, Z1, Z1
-	VMOVUPS.Z    64(CX), K1, Z2
-	VMULPS       Z0, Z2, Z2
+	VMOVUPS.Z    64(CX), K1, Z4
+	VMULPS       Z0, Z4, Z4
 	MOVQ         56(SP), DI
 	MOVQ         24(SP), R8
 	MOVQ         8(SP), SI
@@ -84608,8 +83436,8 @@ rows1_vecs2_masked:
 	MOVQ         136(SP), BX
 	ADDQ         SI, BX
 	VMOVDQU32    constsAVX512<>+2368(SB), Z0
-	VMOVDQU32    constsAVX512<>+2816(SB), Z3
-	VMOVDQU32    constsAVX512<>+2880(SB), Z4
+	VMOVDQU32    constsAVX512<>+2816(SB), Z5
+	VMOVDQU32    constsAVX512<>+2880(SB), Z6
 
 rows1_vecs2_masked_keys:
 	CMPQ       BX, SI
@@ -84617,21 +83445,21 @@ rows1_vecs2_masked_keys:
 	PREFETCHT1 (BX)
 
 rows1_vecs2_masked_keys_fetched:
-	VPMOVZXBD        (SI), Z5
-	VPSRLD           $0x04, Z5, Z6
-	VPORD            Z3, Z6, Z6
-	VSUBPS           Z4, Z6, Z6
-	VPTERNLOGD       $0xea, Z3, Z0, Z5
-	VSUBPS           Z4, Z5, Z5
-	VFMADD231PS.BCST (DX), Z5, Z1
-	VFMADD231PS.BCST (DX), Z6, Z2
+	VPMOVZXBD        (SI), Z7
+	VPSRLD           $0x04, Z7, Z8
+	VPORD            Z5, Z8, Z8
+	VSUBPS           Z6, Z8, Z8
+	VPTERNLOGD       $0xea, Z5, Z0, Z7
+	VSUBPS           Z6, Z7, Z7
+	VFMADD231PS.BCST (DX), Z7, Z1
+	VFMADD231PS.BCST (DX), Z8, Z4
 	ADDQ             DI, SI
 	ADDQ             DI, BX
 	ADDQ             $0x04, DX
 	DECQ             R8
 	JNZ              rows1_vecs2_masked_keys
 	VMOVUPS          Z1, (CX)
-	VMOVUPS          Z2, K1, 64(CX)
+	VMOVUPS          Z4, K1, 64(CX)
 	ADDQ             $0x02, 120(SP)
 	JMP              panelnext
 
@@ -84670,8 +83498,8 @@ rows1_vecs1_whole:
 	MOVQ         136(SP), BX
 	ADDQ         SI, BX
 	VMOVDQU32    constsAVX512<>+2368(SB), Z0
-	VMOVDQU32    constsAVX512<>+2816(SB), Z2
-	VMOVDQU32    constsAVX512<>+2880(SB), Z3
+	VMOVDQU32    constsAVX512<>+2816(SB), Z4
+	VMOVDQU32    constsAVX512<>+2880(SB), Z5
 
 rows1_vecs1_whole_keys:
 	CMPQ       BX, SI
@@ -84679,10 +83507,10 @@ rows1_vecs1_whole_keys:
 	PREFETCHT1 (BX)
 
 rows1_vecs1_whole_keys_fetched:
-	VPMOVZXBD        (SI), Z4
-	VPTERNLOGD       $0xea, Z2, Z0, Z4
-	VSUBPS           Z3, Z4, Z4
-	VFMADD231PS.BCST (DX), Z4, Z1
+	VPMOVZXBD        (SI), Z6
+	VPTERNLOGD       $0xea, Z4, Z0, Z6
+	VSUBPS           Z5, Z6, Z6
+	VFMADD231PS.BCST (DX), Z6, Z1
 	ADDQ             DI, SI
 	ADDQ             DI, BX
 	ADDQ             $0x04, DX
@@ -84727,8 +83555,8 @@ rows1_vecs1_masked:
 	MOVQ         136(SP), BX
 	ADDQ         SI, BX
 	VMOVDQU32    constsAVX512<>+2368(SB), Z0
-	VMOVDQU32    constsAVX512<>+2816(SB), Z2
-	VMOVDQU32    constsAVX512<>+2880(SB), Z3
+	VMOVDQU32    constsAVX512<>+2816(SB), Z4
+	VMOVDQU32    constsAVX512<>+2880(SB), Z5
 
 rows1_vecs1_masked_keys:
 	CMPQ       BX, SI
@@ -84736,10 +83564,10 @@ rows1_vecs1_masked_keys:
 	PREFETCHT1 (BX)
 
 rows1_vecs1_masked_keys_fetched:
-	VPMOVZXBD        (SI), Z4
-	VPTERNLOGD       $0xea, Z2, Z0, Z4
-	VSUBPS           Z3, Z4, Z4
-	VFMADD231PS.BCST (DX), Z4, Z1
+	VPMOVZXBD        (SI), Z6
+	VPTERNLOGD       $0xea, Z4, Z0, Z6
+	VSUBPS           Z5, Z6, Z6
+	VFMADD231PS.BCST (DX), Z6, Z1
 	ADDQ             DI, SI
 	ADDQ             DI, BX
 	ADDQ             $0x04, DX

@@ -62,6 +62,7 @@ type gen struct {
 	isa     isa
 	consts  operand.Mem               // the constant table
 	iotas   operand.Mem               // the vector 0, 1, ..., lanes-1
+	firsts  operand.Mem               // AVX-512: the indices 0, 4, 8, 12 (then 0s): each 128-bit block's first lane
 	index   map[string]int            // constant name → slot
 	held    map[string]reg.VecVirtual // constants held in registers (see hold)
 	packIdx *operand.Mem              // AVX2's byte-narrowing permutation, once emitted (quantq8.go)
@@ -147,7 +148,22 @@ func newGen(c *build.Context, x isa) *gen {
 	for l := 0; l < x.lanes; l++ {
 		c.AddDatum(4*l, operand.U32(math.Float32bits(float32(l))))
 	}
+	if x.avx512() {
+		g.firsts = c.StaticGlobal("blockFirsts" + x.suffix)
+		c.DataAttributes(attr.RODATA | attr.NOPTR)
+		for l := 0; l < x.lanes; l++ {
+			c.AddDatum(4*l, operand.U32(uint32(4*l%16*btoi(l < 4))))
+		}
+	}
 	return g
+}
+
+// btoi is 1 for true, 0 for false.
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // iota returns the memory operand of the vector 0, 1, ..., lanes-1.
