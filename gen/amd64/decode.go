@@ -1297,12 +1297,9 @@ func (g *gen) decodeSoftmaxGroup(lc decodeLocals, sp reg.GPVirtual, svs []reg.Ve
 	mp, lp := g.param("m"), g.param("l")
 	mAt := operand.Mem{Base: mp, Index: r, Scale: 4}
 	lAt := operand.Mem{Base: lp, Index: r, Scale: 4}
-	firsts := g.vec()
-	g.VMOVUPS(g.firsts, firsts)
 	// The rows' maxima in lanes 0..3 (row i in lane i); the old ones, the
 	// new ones and the bases beside them.
-	mx := g.vec()
-	g.VPERMPS(g.groupReduce(svs, g.VMAXPS), firsts, mx)
+	mx := g.groupReduce(svs, g.VMAXPS)
 	mo, mn, base := g.vec(), g.vec(), g.vec()
 	g.VMOVUPS(mAt, mo.AsX())
 	g.VMAXPS(mx.AsX(), mo.AsX(), mn.AsX())
@@ -1328,8 +1325,7 @@ func (g *gen) decodeSoftmaxGroup(lc decodeLocals, sp reg.GPVirtual, svs []reg.Ve
 		g.VMOVUPS(p, operand.Mem{Base: sp, Index: pr, Scale: 1, Disp: i * g.isa.bytes()})
 	}
 	alpha := g.weightExps([]reg.VecVirtual{mo})[0]
-	sum := g.vec()
-	g.VPERMPS(g.groupReduce(ps, g.VADDPS), firsts, sum)
+	sum := g.groupReduce(ps, g.VADDPS)
 	lv := g.vec()
 	g.VMOVUPS(lAt, lv.AsX())
 	g.VFMADD213PS(sum.AsX(), alpha.AsX(), lv.AsX()) // l·alpha + Σp
@@ -1338,12 +1334,13 @@ func (g *gen) decodeSoftmaxGroup(lc decodeLocals, sp reg.GPVirtual, svs []reg.Ve
 }
 
 // groupReduce combines the lanes of each of four zmm vectors with op
-// (VMAXPS, VADDPS), leaving vector i's result in every lane of 128-bit
-// block i: the butterfly's steps (halves, then quarters, then pairs and
-// neighbours within a block) with the same operands paired, so each
-// result has the bits of butterfly's, done for four vectors at once:
-// the halves and quarters of two vectors a shuffle pair. The vectors are
-// kept.
+// (VMAXPS, VADDPS) and returns vector i's result in lane i (lanes 4 and
+// up unspecified): the butterfly's steps (halves, quarters, then pairs
+// and neighbours within a 128-bit block) with the same operands paired,
+// so each result has the bits of butterfly's, done for four vectors at
+// once: the halves and quarters of two vectors a shuffle pair. The
+// vectors are kept. (On AVX2 the same tree left avo's allocator short
+// of the 16 ymm registers in the score passes before it.)
 func (g *gen) groupReduce(vs []reg.VecVirtual, op func(ops ...operand.Op)) reg.VecVirtual {
 	if len(vs) != softmaxGroup || !g.isa.avx512() {
 		panic("groupReduce: four zmm vectors")
@@ -1355,16 +1352,21 @@ func (g *gen) groupReduce(vs []reg.VecVirtual, op func(ops ...operand.Op)) reg.V
 		op(h, l, l)
 		return l
 	}
-	// Halves: blocks 0,1 of the result hold a's block j ∘ block j+2, 2,3 b's.
+	// Halves: blocks 0,1 hold a's block j ∘ block j+2, blocks 2,3 b's.
 	ab := pair(vs[0], vs[1], 0x44, 0xee)
 	cd := pair(vs[2], vs[3], 0x44, 0xee)
-	// Quarters: block i holds vector i's (b0∘b2)∘(b1∘b3).
+	// Quarters: block i holds vector i's (b0∘b2)∘(b1∘b3); then pairs and
+	// neighbours within the block.
 	v := pair(ab, cd, 0x88, 0xdd)
 	t := g.vec()
 	g.VPERMILPS(operand.U8(0x4e), v, t)
 	op(t, v, v)
 	g.VPERMILPS(operand.U8(0xb1), v, t)
 	op(t, v, v)
+	// Each block's first lane into lanes 0..3.
+	idx := g.vec()
+	g.VMOVUPS(g.firsts, idx)
+	g.VPERMPS(v, idx, v)
 	return v
 }
 
