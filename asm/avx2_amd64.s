@@ -21998,7 +21998,7 @@ touchv_line:
 	JNZ     touchv
 
 touchv_skip:
-	// Scores and softmax in groups of [4 1] rows (with strided K, the first group prefetches).
+	// Scores and softmax in groups of [4 2 1] rows (with strided K, the first group prefetches).
 	MOVQ $0x00000000, 88(SP)
 	MOVQ q+0(FP), CX
 	MOVQ CX, 96(SP)
@@ -22008,6 +22008,8 @@ touchv_skip:
 	SUBQ 88(SP), CX
 	CMPQ CX, $0x04
 	JGE  scores_rows4_prefetched
+	CMPQ CX, $0x02
+	JGE  scores_rows2_prefetched
 	CMPQ CX, $0x01
 	JGE  scores_rows1_prefetched
 
@@ -22727,6 +22729,364 @@ scores_rows4_prefetched_row3_noalibi:
 	MOVQ         DX, 96(SP)
 	JMP          rowgroup
 
+scores_rows2_prefetched:
+	VMOVUPS constsAVX2<>+1024(SB), Y0
+	VMOVUPS constsAVX2<>+1024(SB), Y1
+	VMOVUPS constsAVX2<>+1024(SB), Y2
+	VMOVUPS constsAVX2<>+1024(SB), Y3
+	VMOVUPS constsAVX2<>+1024(SB), Y4
+	VMOVUPS constsAVX2<>+1024(SB), Y5
+	VMOVUPS constsAVX2<>+1024(SB), Y6
+	VMOVUPS constsAVX2<>+1024(SB), Y7
+	MOVQ    48(SP), CX
+	MOVQ    (SP), DX
+	LEAQ    (CX)(CX*2), BX
+	MOVQ    128(SP), SI
+	LEAQ    (DX)(SI*1), SI
+	MOVQ    96(SP), DI
+	MOVQ    40(SP), R8
+	MOVQ    32(SP), R9
+	TESTQ   R9, R9
+	JZ      scores_rows2_prefetched_pass0_last_dims
+
+scores_rows2_prefetched_pass0_dims:
+	VMOVUPS     (DI), Y8
+	VMOVUPS     (DI)(R8*1), Y9
+	PREFETCHT1  (SI)
+	VMOVUPS     (DX), Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	PREFETCHT1  (SI)(CX*1)
+	VMOVUPS     (DX)(CX*1), Y10
+	VFMADD231PS Y10, Y8, Y2
+	VFMADD231PS Y10, Y9, Y3
+	PREFETCHT1  (SI)(CX*2)
+	VMOVUPS     (DX)(CX*2), Y10
+	VFMADD231PS Y10, Y8, Y4
+	VFMADD231PS Y10, Y9, Y5
+	PREFETCHT1  (SI)(BX*1)
+	VMOVUPS     (DX)(BX*1), Y10
+	VFMADD231PS Y10, Y8, Y6
+	VFMADD231PS Y10, Y9, Y7
+	ADDQ        $0x20, DI
+	ADDQ        $0x20, DX
+	ADDQ        $0x20, SI
+	DECQ        R9
+	JNZ         scores_rows2_prefetched_pass0_dims
+
+scores_rows2_prefetched_pass0_last_dims:
+	CMPQ        ktail+24(FP), $0x08
+	JEQ         scores_rows2_prefetched_pass0_fold
+	VMOVDQU     576(AX), Y8
+	VMASKMOVPS  (DI), Y8, Y8
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (DI)(R8*1), Y9, Y9
+	VMOVDQU     576(AX), Y10
+	VMASKMOVPS  (DX), Y10, Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	VMOVDQU     576(AX), Y10
+	VMASKMOVPS  (DX)(CX*1), Y10, Y10
+	VFMADD231PS Y10, Y8, Y2
+	VFMADD231PS Y10, Y9, Y3
+	VMOVDQU     576(AX), Y10
+	VMASKMOVPS  (DX)(CX*2), Y10, Y10
+	VFMADD231PS Y10, Y8, Y4
+	VFMADD231PS Y10, Y9, Y5
+	VMOVDQU     576(AX), Y10
+	VMASKMOVPS  (DX)(BX*1), Y10, Y10
+	VFMADD231PS Y10, Y8, Y6
+	VFMADD231PS Y10, Y9, Y7
+
+scores_rows2_prefetched_pass0_fold:
+	VPERM2F128 $0x31, Y1, Y0, Y8
+	VPERM2F128 $0x20, Y1, Y0, Y0
+	VADDPS     Y8, Y0, Y0
+	VPERM2F128 $0x31, Y3, Y2, Y1
+	VPERM2F128 $0x20, Y3, Y2, Y2
+	VADDPS     Y1, Y2, Y2
+	VPERM2F128 $0x31, Y5, Y4, Y1
+	VPERM2F128 $0x20, Y5, Y4, Y4
+	VADDPS     Y1, Y4, Y4
+	VPERM2F128 $0x31, Y7, Y6, Y1
+	VPERM2F128 $0x20, Y7, Y6, Y6
+	VADDPS     Y1, Y6, Y6
+	VSHUFPS    $0xee, Y2, Y0, Y1
+	VSHUFPS    $0x44, Y2, Y0, Y0
+	VADDPS     Y1, Y0, Y0
+	VSHUFPS    $0xee, Y6, Y4, Y1
+	VSHUFPS    $0x44, Y6, Y4, Y4
+	VADDPS     Y1, Y4, Y4
+	VSHUFPS    $0xdd, Y4, Y0, Y1
+	VSHUFPS    $0x88, Y4, Y0, Y0
+	VADDPS     Y1, Y0, Y0
+	VMOVUPS    Y0, Y11
+	VMOVUPS    constsAVX2<>+1024(SB), Y0
+	VMOVUPS    constsAVX2<>+1024(SB), Y1
+	VMOVUPS    constsAVX2<>+1024(SB), Y2
+	VMOVUPS    constsAVX2<>+1024(SB), Y3
+	VMOVUPS    constsAVX2<>+1024(SB), Y4
+	VMOVUPS    constsAVX2<>+1024(SB), Y5
+	VMOVUPS    constsAVX2<>+1024(SB), Y6
+	VMOVUPS    constsAVX2<>+1024(SB), Y7
+	MOVQ       48(SP), CX
+	MOVQ       (SP), DX
+	IMUL3Q     $0x04, CX, BX
+	ADDQ       BX, DX
+	LEAQ       (CX)(CX*2), BX
+	MOVQ       128(SP), SI
+	LEAQ       (DX)(SI*1), SI
+	MOVQ       96(SP), DI
+	MOVQ       40(SP), R8
+	MOVQ       32(SP), R9
+	TESTQ      R9, R9
+	JZ         scores_rows2_prefetched_pass1_last_dims
+
+scores_rows2_prefetched_pass1_dims:
+	VMOVUPS     (DI), Y8
+	VMOVUPS     (DI)(R8*1), Y9
+	PREFETCHT1  (SI)
+	VMOVUPS     (DX), Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	PREFETCHT1  (SI)(CX*1)
+	VMOVUPS     (DX)(CX*1), Y10
+	VFMADD231PS Y10, Y8, Y2
+	VFMADD231PS Y10, Y9, Y3
+	PREFETCHT1  (SI)(CX*2)
+	VMOVUPS     (DX)(CX*2), Y10
+	VFMADD231PS Y10, Y8, Y4
+	VFMADD231PS Y10, Y9, Y5
+	PREFETCHT1  (SI)(BX*1)
+	VMOVUPS     (DX)(BX*1), Y10
+	VFMADD231PS Y10, Y8, Y6
+	VFMADD231PS Y10, Y9, Y7
+	ADDQ        $0x20, DI
+	ADDQ        $0x20, DX
+	ADDQ        $0x20, SI
+	DECQ        R9
+	JNZ         scores_rows2_prefetched_pass1_dims
+
+scores_rows2_prefetched_pass1_last_dims:
+	CMPQ        ktail+24(FP), $0x08
+	JEQ         scores_rows2_prefetched_pass1_fold
+	VMOVDQU     576(AX), Y8
+	VMASKMOVPS  (DI), Y8, Y8
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (DI)(R8*1), Y9, Y9
+	VMOVDQU     576(AX), Y10
+	VMASKMOVPS  (DX), Y10, Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	VMOVDQU     576(AX), Y10
+	VMASKMOVPS  (DX)(CX*1), Y10, Y10
+	VFMADD231PS Y10, Y8, Y2
+	VFMADD231PS Y10, Y9, Y3
+	VMOVDQU     576(AX), Y10
+	VMASKMOVPS  (DX)(CX*2), Y10, Y10
+	VFMADD231PS Y10, Y8, Y4
+	VFMADD231PS Y10, Y9, Y5
+	VMOVDQU     576(AX), Y10
+	VMASKMOVPS  (DX)(BX*1), Y10, Y10
+	VFMADD231PS Y10, Y8, Y6
+	VFMADD231PS Y10, Y9, Y7
+
+scores_rows2_prefetched_pass1_fold:
+	VPERM2F128   $0x31, Y1, Y0, Y8
+	VPERM2F128   $0x20, Y1, Y0, Y0
+	VADDPS       Y8, Y0, Y0
+	VPERM2F128   $0x31, Y3, Y2, Y1
+	VPERM2F128   $0x20, Y3, Y2, Y2
+	VADDPS       Y1, Y2, Y2
+	VPERM2F128   $0x31, Y5, Y4, Y1
+	VPERM2F128   $0x20, Y5, Y4, Y4
+	VADDPS       Y1, Y4, Y4
+	VPERM2F128   $0x31, Y7, Y6, Y1
+	VPERM2F128   $0x20, Y7, Y6, Y6
+	VADDPS       Y1, Y6, Y6
+	VSHUFPS      $0xee, Y2, Y0, Y1
+	VSHUFPS      $0x44, Y2, Y0, Y0
+	VADDPS       Y1, Y0, Y0
+	VSHUFPS      $0xee, Y6, Y4, Y1
+	VSHUFPS      $0x44, Y6, Y4, Y4
+	VADDPS       Y1, Y4, Y4
+	VSHUFPS      $0xdd, Y4, Y0, Y1
+	VSHUFPS      $0x88, Y4, Y0, Y0
+	VADDPS       Y1, Y0, Y0
+	VMOVUPS      Y0, Y0
+	VPERM2F128   $0x20, Y0, Y11, Y1
+	VPERM2F128   $0x31, Y0, Y11, Y0
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           scores_rows2_prefetched_row0_noalibi
+	MOVQ         88(SP), DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX2<>+1024(SB), Y2
+	VCVTSI2SSQ   BX, X2, X2
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X2, X2
+	VBROADCASTSS X2, Y2
+	VADDPS       iotaAVX2<>+0(SB), Y2, Y2
+	VBROADCASTSS (CX)(DX*4), Y3
+	VMULPS       Y3, Y2, Y2
+	VADDPS       Y2, Y1, Y1
+
+scores_rows2_prefetched_row0_noalibi:
+	VMOVUPS      constsAVX2<>+672(SB), Y2
+	VMOVUPS      672(AX), Y3
+	VBLENDVPS    Y3, Y2, Y1, Y1
+	MOVQ         88(SP), CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Y1, Y2
+	VPERM2F128   $0x01, Y2, Y2, Y3
+	VMAXPS       Y3, Y2, Y2
+	VPERMILPS    $0x4e, Y2, Y3
+	VMAXPS       Y3, Y2, Y2
+	VPERMILPS    $0xb1, Y2, Y3
+	VMAXPS       Y3, Y2, Y2
+	VBROADCASTSS (DX)(CX*4), Y3
+	VMAXPS       Y2, Y3, Y2
+	VMAXPS       constsAVX2<>+640(SB), Y2, Y4
+	VSUBPS       Y4, Y1, Y1
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y1, Y5
+	VMULPS       constsAVX2<>+64(SB), Y1, Y1
+	VADDPS       constsAVX2<>+416(SB), Y1, Y6
+	VSUBPS       constsAVX2<>+416(SB), Y6, Y7
+	VSUBPS       Y7, Y1, Y1
+	VMOVUPS      constsAVX2<>+448(SB), Y7
+	VFMADD213PS  constsAVX2<>+480(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+512(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+544(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+576(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+608(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+352(SB), Y1, Y7
+	VPSLLD       $0x17, Y6, Y6
+	VPADDD       Y6, Y7, Y7
+	VANDPS       Y5, Y7, Y7
+	MOVQ         CX, SI
+	SHLQ         $0x05, SI
+	VMOVUPS      Y7, (AX)(SI*1)
+	VPERM2F128   $0x01, Y7, Y7, Y1
+	VADDPS       Y1, Y7, Y7
+	VPERMILPS    $0x4e, Y7, Y1
+	VADDPS       Y1, Y7, Y7
+	VPERMILPS    $0xb1, Y7, Y1
+	VADDPS       Y1, Y7, Y7
+	VSUBPS       Y4, Y3, Y3
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y3, Y1
+	VMULPS       constsAVX2<>+64(SB), Y3, Y3
+	VADDPS       constsAVX2<>+416(SB), Y3, Y4
+	VSUBPS       constsAVX2<>+416(SB), Y4, Y5
+	VSUBPS       Y5, Y3, Y3
+	VMOVUPS      constsAVX2<>+448(SB), Y5
+	VFMADD213PS  constsAVX2<>+480(SB), Y3, Y5
+	VFMADD213PS  constsAVX2<>+512(SB), Y3, Y5
+	VFMADD213PS  constsAVX2<>+544(SB), Y3, Y5
+	VFMADD213PS  constsAVX2<>+576(SB), Y3, Y5
+	VFMADD213PS  constsAVX2<>+608(SB), Y3, Y5
+	VFMADD213PS  constsAVX2<>+352(SB), Y3, Y5
+	VPSLLD       $0x17, Y4, Y4
+	VPADDD       Y4, Y5, Y5
+	VANDPS       Y1, Y5, Y5
+	VBROADCASTSS (BX)(CX*4), Y1
+	VFMADD213PS  Y7, Y5, Y1
+	VMOVSS       X1, (BX)(CX*4)
+	VMOVSS       X2, (DX)(CX*4)
+	VMOVSS       X5, 512(AX)(CX*4)
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           scores_rows2_prefetched_row1_noalibi
+	MOVQ         88(SP), DX
+	ADDQ         $0x01, DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX2<>+1024(SB), Y1
+	VCVTSI2SSQ   BX, X1, X1
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X1, X1
+	VBROADCASTSS X1, Y1
+	VADDPS       iotaAVX2<>+0(SB), Y1, Y1
+	VBROADCASTSS (CX)(DX*4), Y2
+	VMULPS       Y2, Y1, Y1
+	VADDPS       Y1, Y0, Y0
+
+scores_rows2_prefetched_row1_noalibi:
+	VMOVUPS      constsAVX2<>+672(SB), Y1
+	VMOVUPS      672(AX), Y2
+	VBLENDVPS    Y2, Y1, Y0, Y0
+	MOVQ         88(SP), CX
+	ADDQ         $0x01, CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Y0, Y1
+	VPERM2F128   $0x01, Y1, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VPERMILPS    $0x4e, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VPERMILPS    $0xb1, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VBROADCASTSS (DX)(CX*4), Y2
+	VMAXPS       Y1, Y2, Y1
+	VMAXPS       constsAVX2<>+640(SB), Y1, Y3
+	VSUBPS       Y3, Y0, Y0
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y0, Y4
+	VMULPS       constsAVX2<>+64(SB), Y0, Y0
+	VADDPS       constsAVX2<>+416(SB), Y0, Y5
+	VSUBPS       constsAVX2<>+416(SB), Y5, Y6
+	VSUBPS       Y6, Y0, Y0
+	VMOVUPS      constsAVX2<>+448(SB), Y6
+	VFMADD213PS  constsAVX2<>+480(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+512(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+544(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+576(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+608(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+352(SB), Y0, Y6
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y6, Y6
+	VANDPS       Y4, Y6, Y6
+	MOVQ         CX, SI
+	SHLQ         $0x05, SI
+	VMOVUPS      Y6, (AX)(SI*1)
+	VPERM2F128   $0x01, Y6, Y6, Y0
+	VADDPS       Y0, Y6, Y6
+	VPERMILPS    $0x4e, Y6, Y0
+	VADDPS       Y0, Y6, Y6
+	VPERMILPS    $0xb1, Y6, Y0
+	VADDPS       Y0, Y6, Y6
+	VSUBPS       Y3, Y2, Y2
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y2, Y0
+	VMULPS       constsAVX2<>+64(SB), Y2, Y2
+	VADDPS       constsAVX2<>+416(SB), Y2, Y3
+	VSUBPS       constsAVX2<>+416(SB), Y3, Y4
+	VSUBPS       Y4, Y2, Y2
+	VMOVUPS      constsAVX2<>+448(SB), Y4
+	VFMADD213PS  constsAVX2<>+480(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+512(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+544(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+576(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+608(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+352(SB), Y2, Y4
+	VPSLLD       $0x17, Y3, Y3
+	VPADDD       Y3, Y4, Y4
+	VANDPS       Y0, Y4, Y4
+	VBROADCASTSS (BX)(CX*4), Y0
+	VFMADD213PS  Y6, Y4, Y0
+	VMOVSS       X0, (BX)(CX*4)
+	VMOVSS       X1, (DX)(CX*4)
+	VMOVSS       X4, 512(AX)(CX*4)
+	MOVQ         88(SP), CX
+	MOVQ         96(SP), DX
+	ADDQ         $0x02, CX
+	ADDQ         40(SP), DX
+	ADDQ         40(SP), DX
+	MOVQ         CX, 88(SP)
+	MOVQ         DX, 96(SP)
+	JMP          rowgroup
+
 scores_rows1_prefetched:
 	VMOVUPS constsAVX2<>+1024(SB), Y0
 	VMOVUPS constsAVX2<>+1024(SB), Y1
@@ -22928,6 +23288,8 @@ rowgroup:
 	JZ   pv
 	CMPQ CX, $0x04
 	JGE  scores_rows4
+	CMPQ CX, $0x02
+	JGE  scores_rows2
 	CMPQ CX, $0x01
 	JGE  scores_rows1
 
@@ -23621,6 +23983,350 @@ scores_rows4_row3_noalibi:
 	ADDQ         $0x04, CX
 	ADDQ         40(SP), DX
 	ADDQ         40(SP), DX
+	ADDQ         40(SP), DX
+	ADDQ         40(SP), DX
+	MOVQ         CX, 88(SP)
+	MOVQ         DX, 96(SP)
+	JMP          rowgroup
+
+scores_rows2:
+	VMOVUPS constsAVX2<>+1024(SB), Y0
+	VMOVUPS constsAVX2<>+1024(SB), Y1
+	VMOVUPS constsAVX2<>+1024(SB), Y2
+	VMOVUPS constsAVX2<>+1024(SB), Y3
+	VMOVUPS constsAVX2<>+1024(SB), Y4
+	VMOVUPS constsAVX2<>+1024(SB), Y5
+	VMOVUPS constsAVX2<>+1024(SB), Y6
+	VMOVUPS constsAVX2<>+1024(SB), Y7
+	MOVQ    48(SP), CX
+	MOVQ    (SP), DX
+	LEAQ    (CX)(CX*2), BX
+	MOVQ    96(SP), SI
+	MOVQ    40(SP), DI
+	MOVQ    32(SP), R8
+	TESTQ   R8, R8
+	JZ      scores_rows2_pass0_last_dims
+
+scores_rows2_pass0_dims:
+	VMOVUPS     (SI), Y8
+	VMOVUPS     (SI)(DI*1), Y9
+	VMOVUPS     (DX), Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	VMOVUPS     (DX)(CX*1), Y10
+	VFMADD231PS Y10, Y8, Y2
+	VFMADD231PS Y10, Y9, Y3
+	VMOVUPS     (DX)(CX*2), Y10
+	VFMADD231PS Y10, Y8, Y4
+	VFMADD231PS Y10, Y9, Y5
+	VMOVUPS     (DX)(BX*1), Y10
+	VFMADD231PS Y10, Y8, Y6
+	VFMADD231PS Y10, Y9, Y7
+	ADDQ        $0x20, SI
+	ADDQ        $0x20, DX
+	DECQ        R8
+	JNZ         scores_rows2_pass0_dims
+
+scores_rows2_pass0_last_dims:
+	CMPQ        ktail+24(FP), $0x08
+	JEQ         scores_rows2_pass0_fold
+	VMOVDQU     576(AX), Y8
+	VMASKMOVPS  (SI), Y8, Y8
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (SI)(DI*1), Y9, Y9
+	VMOVDQU     576(AX), Y10
+	VMASKMOVPS  (DX), Y10, Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	VMOVDQU     576(AX), Y10
+	VMASKMOVPS  (DX)(CX*1), Y10, Y10
+	VFMADD231PS Y10, Y8, Y2
+	VFMADD231PS Y10, Y9, Y3
+	VMOVDQU     576(AX), Y10
+	VMASKMOVPS  (DX)(CX*2), Y10, Y10
+	VFMADD231PS Y10, Y8, Y4
+	VFMADD231PS Y10, Y9, Y5
+	VMOVDQU     576(AX), Y10
+	VMASKMOVPS  (DX)(BX*1), Y10, Y10
+	VFMADD231PS Y10, Y8, Y6
+	VFMADD231PS Y10, Y9, Y7
+
+scores_rows2_pass0_fold:
+	VPERM2F128 $0x31, Y1, Y0, Y8
+	VPERM2F128 $0x20, Y1, Y0, Y0
+	VADDPS     Y8, Y0, Y0
+	VPERM2F128 $0x31, Y3, Y2, Y1
+	VPERM2F128 $0x20, Y3, Y2, Y2
+	VADDPS     Y1, Y2, Y2
+	VPERM2F128 $0x31, Y5, Y4, Y1
+	VPERM2F128 $0x20, Y5, Y4, Y4
+	VADDPS     Y1, Y4, Y4
+	VPERM2F128 $0x31, Y7, Y6, Y1
+	VPERM2F128 $0x20, Y7, Y6, Y6
+	VADDPS     Y1, Y6, Y6
+	VSHUFPS    $0xee, Y2, Y0, Y1
+	VSHUFPS    $0x44, Y2, Y0, Y0
+	VADDPS     Y1, Y0, Y0
+	VSHUFPS    $0xee, Y6, Y4, Y1
+	VSHUFPS    $0x44, Y6, Y4, Y4
+	VADDPS     Y1, Y4, Y4
+	VSHUFPS    $0xdd, Y4, Y0, Y1
+	VSHUFPS    $0x88, Y4, Y0, Y0
+	VADDPS     Y1, Y0, Y0
+	VMOVUPS    Y0, Y11
+	VMOVUPS    constsAVX2<>+1024(SB), Y0
+	VMOVUPS    constsAVX2<>+1024(SB), Y1
+	VMOVUPS    constsAVX2<>+1024(SB), Y2
+	VMOVUPS    constsAVX2<>+1024(SB), Y3
+	VMOVUPS    constsAVX2<>+1024(SB), Y4
+	VMOVUPS    constsAVX2<>+1024(SB), Y5
+	VMOVUPS    constsAVX2<>+1024(SB), Y6
+	VMOVUPS    constsAVX2<>+1024(SB), Y7
+	MOVQ       48(SP), CX
+	MOVQ       (SP), DX
+	IMUL3Q     $0x04, CX, BX
+	ADDQ       BX, DX
+	LEAQ       (CX)(CX*2), BX
+	MOVQ       96(SP), SI
+	MOVQ       40(SP), DI
+	MOVQ       32(SP), R8
+	TESTQ      R8, R8
+	JZ         scores_rows2_pass1_last_dims
+
+scores_rows2_pass1_dims:
+	VMOVUPS     (SI), Y8
+	VMOVUPS     (SI)(DI*1), Y9
+	VMOVUPS     (DX), Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	VMOVUPS     (DX)(CX*1), Y10
+	VFMADD231PS Y10, Y8, Y2
+	VFMADD231PS Y10, Y9, Y3
+	VMOVUPS     (DX)(CX*2), Y10
+	VFMADD231PS Y10, Y8, Y4
+	VFMADD231PS Y10, Y9, Y5
+	VMOVUPS     (DX)(BX*1), Y10
+	VFMADD231PS Y10, Y8, Y6
+	VFMADD231PS Y10, Y9, Y7
+	ADDQ        $0x20, SI
+	ADDQ        $0x20, DX
+	DECQ        R8
+	JNZ         scores_rows2_pass1_dims
+
+scores_rows2_pass1_last_dims:
+	CMPQ        ktail+24(FP), $0x08
+	JEQ         scores_rows2_pass1_fold
+	VMOVDQU     576(AX), Y8
+	VMASKMOVPS  (SI), Y8, Y8
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (SI)(DI*1), Y9, Y9
+	VMOVDQU     576(AX), Y10
+	VMASKMOVPS  (DX), Y10, Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	VMOVDQU     576(AX), Y10
+	VMASKMOVPS  (DX)(CX*1), Y10, Y10
+	VFMADD231PS Y10, Y8, Y2
+	VFMADD231PS Y10, Y9, Y3
+	VMOVDQU     576(AX), Y10
+	VMASKMOVPS  (DX)(CX*2), Y10, Y10
+	VFMADD231PS Y10, Y8, Y4
+	VFMADD231PS Y10, Y9, Y5
+	VMOVDQU     576(AX), Y10
+	VMASKMOVPS  (DX)(BX*1), Y10, Y10
+	VFMADD231PS Y10, Y8, Y6
+	VFMADD231PS Y10, Y9, Y7
+
+scores_rows2_pass1_fold:
+	VPERM2F128   $0x31, Y1, Y0, Y8
+	VPERM2F128   $0x20, Y1, Y0, Y0
+	VADDPS       Y8, Y0, Y0
+	VPERM2F128   $0x31, Y3, Y2, Y1
+	VPERM2F128   $0x20, Y3, Y2, Y2
+	VADDPS       Y1, Y2, Y2
+	VPERM2F128   $0x31, Y5, Y4, Y1
+	VPERM2F128   $0x20, Y5, Y4, Y4
+	VADDPS       Y1, Y4, Y4
+	VPERM2F128   $0x31, Y7, Y6, Y1
+	VPERM2F128   $0x20, Y7, Y6, Y6
+	VADDPS       Y1, Y6, Y6
+	VSHUFPS      $0xee, Y2, Y0, Y1
+	VSHUFPS      $0x44, Y2, Y0, Y0
+	VADDPS       Y1, Y0, Y0
+	VSHUFPS      $0xee, Y6, Y4, Y1
+	VSHUFPS      $0x44, Y6, Y4, Y4
+	VADDPS       Y1, Y4, Y4
+	VSHUFPS      $0xdd, Y4, Y0, Y1
+	VSHUFPS      $0x88, Y4, Y0, Y0
+	VADDPS       Y1, Y0, Y0
+	VMOVUPS      Y0, Y0
+	VPERM2F128   $0x20, Y0, Y11, Y1
+	VPERM2F128   $0x31, Y0, Y11, Y0
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           scores_rows2_row0_noalibi
+	MOVQ         88(SP), DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX2<>+1024(SB), Y2
+	VCVTSI2SSQ   BX, X2, X2
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X2, X2
+	VBROADCASTSS X2, Y2
+	VADDPS       iotaAVX2<>+0(SB), Y2, Y2
+	VBROADCASTSS (CX)(DX*4), Y3
+	VMULPS       Y3, Y2, Y2
+	VADDPS       Y2, Y1, Y1
+
+scores_rows2_row0_noalibi:
+	VMOVUPS      constsAVX2<>+672(SB), Y2
+	VMOVUPS      672(AX), Y3
+	VBLENDVPS    Y3, Y2, Y1, Y1
+	MOVQ         88(SP), CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Y1, Y2
+	VPERM2F128   $0x01, Y2, Y2, Y3
+	VMAXPS       Y3, Y2, Y2
+	VPERMILPS    $0x4e, Y2, Y3
+	VMAXPS       Y3, Y2, Y2
+	VPERMILPS    $0xb1, Y2, Y3
+	VMAXPS       Y3, Y2, Y2
+	VBROADCASTSS (DX)(CX*4), Y3
+	VMAXPS       Y2, Y3, Y2
+	VMAXPS       constsAVX2<>+640(SB), Y2, Y4
+	VSUBPS       Y4, Y1, Y1
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y1, Y5
+	VMULPS       constsAVX2<>+64(SB), Y1, Y1
+	VADDPS       constsAVX2<>+416(SB), Y1, Y6
+	VSUBPS       constsAVX2<>+416(SB), Y6, Y7
+	VSUBPS       Y7, Y1, Y1
+	VMOVUPS      constsAVX2<>+448(SB), Y7
+	VFMADD213PS  constsAVX2<>+480(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+512(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+544(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+576(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+608(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+352(SB), Y1, Y7
+	VPSLLD       $0x17, Y6, Y6
+	VPADDD       Y6, Y7, Y7
+	VANDPS       Y5, Y7, Y7
+	MOVQ         CX, SI
+	SHLQ         $0x05, SI
+	VMOVUPS      Y7, (AX)(SI*1)
+	VPERM2F128   $0x01, Y7, Y7, Y1
+	VADDPS       Y1, Y7, Y7
+	VPERMILPS    $0x4e, Y7, Y1
+	VADDPS       Y1, Y7, Y7
+	VPERMILPS    $0xb1, Y7, Y1
+	VADDPS       Y1, Y7, Y7
+	VSUBPS       Y4, Y3, Y3
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y3, Y1
+	VMULPS       constsAVX2<>+64(SB), Y3, Y3
+	VADDPS       constsAVX2<>+416(SB), Y3, Y4
+	VSUBPS       constsAVX2<>+416(SB), Y4, Y5
+	VSUBPS       Y5, Y3, Y3
+	VMOVUPS      constsAVX2<>+448(SB), Y5
+	VFMADD213PS  constsAVX2<>+480(SB), Y3, Y5
+	VFMADD213PS  constsAVX2<>+512(SB), Y3, Y5
+	VFMADD213PS  constsAVX2<>+544(SB), Y3, Y5
+	VFMADD213PS  constsAVX2<>+576(SB), Y3, Y5
+	VFMADD213PS  constsAVX2<>+608(SB), Y3, Y5
+	VFMADD213PS  constsAVX2<>+352(SB), Y3, Y5
+	VPSLLD       $0x17, Y4, Y4
+	VPADDD       Y4, Y5, Y5
+	VANDPS       Y1, Y5, Y5
+	VBROADCASTSS (BX)(CX*4), Y1
+	VFMADD213PS  Y7, Y5, Y1
+	VMOVSS       X1, (BX)(CX*4)
+	VMOVSS       X2, (DX)(CX*4)
+	VMOVSS       X5, 512(AX)(CX*4)
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           scores_rows2_row1_noalibi
+	MOVQ         88(SP), DX
+	ADDQ         $0x01, DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX2<>+1024(SB), Y1
+	VCVTSI2SSQ   BX, X1, X1
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X1, X1
+	VBROADCASTSS X1, Y1
+	VADDPS       iotaAVX2<>+0(SB), Y1, Y1
+	VBROADCASTSS (CX)(DX*4), Y2
+	VMULPS       Y2, Y1, Y1
+	VADDPS       Y1, Y0, Y0
+
+scores_rows2_row1_noalibi:
+	VMOVUPS      constsAVX2<>+672(SB), Y1
+	VMOVUPS      672(AX), Y2
+	VBLENDVPS    Y2, Y1, Y0, Y0
+	MOVQ         88(SP), CX
+	ADDQ         $0x01, CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Y0, Y1
+	VPERM2F128   $0x01, Y1, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VPERMILPS    $0x4e, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VPERMILPS    $0xb1, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VBROADCASTSS (DX)(CX*4), Y2
+	VMAXPS       Y1, Y2, Y1
+	VMAXPS       constsAVX2<>+640(SB), Y1, Y3
+	VSUBPS       Y3, Y0, Y0
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y0, Y4
+	VMULPS       constsAVX2<>+64(SB), Y0, Y0
+	VADDPS       constsAVX2<>+416(SB), Y0, Y5
+	VSUBPS       constsAVX2<>+416(SB), Y5, Y6
+	VSUBPS       Y6, Y0, Y0
+	VMOVUPS      constsAVX2<>+448(SB), Y6
+	VFMADD213PS  constsAVX2<>+480(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+512(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+544(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+576(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+608(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+352(SB), Y0, Y6
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y6, Y6
+	VANDPS       Y4, Y6, Y6
+	MOVQ         CX, SI
+	SHLQ         $0x05, SI
+	VMOVUPS      Y6, (AX)(SI*1)
+	VPERM2F128   $0x01, Y6, Y6, Y0
+	VADDPS       Y0, Y6, Y6
+	VPERMILPS    $0x4e, Y6, Y0
+	VADDPS       Y0, Y6, Y6
+	VPERMILPS    $0xb1, Y6, Y0
+	VADDPS       Y0, Y6, Y6
+	VSUBPS       Y3, Y2, Y2
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y2, Y0
+	VMULPS       constsAVX2<>+64(SB), Y2, Y2
+	VADDPS       constsAVX2<>+416(SB), Y2, Y3
+	VSUBPS       constsAVX2<>+416(SB), Y3, Y4
+	VSUBPS       Y4, Y2, Y2
+	VMOVUPS      constsAVX2<>+448(SB), Y4
+	VFMADD213PS  constsAVX2<>+480(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+512(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+544(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+576(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+608(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+352(SB), Y2, Y4
+	VPSLLD       $0x17, Y3, Y3
+	VPADDD       Y3, Y4, Y4
+	VANDPS       Y0, Y4, Y4
+	VBROADCASTSS (BX)(CX*4), Y0
+	VFMADD213PS  Y6, Y4, Y0
+	VMOVSS       X0, (BX)(CX*4)
+	VMOVSS       X1, (DX)(CX*4)
+	VMOVSS       X4, 512(AX)(CX*4)
+	MOVQ         88(SP), CX
+	MOVQ         96(SP), DX
+	ADDQ         $0x02, CX
 	ADDQ         40(SP), DX
 	ADDQ         40(SP), DX
 	MOVQ         CX, 88(SP)
@@ -25995,7 +26701,7 @@ touchv_line:
 	JNZ     touchv
 
 touchv_skip:
-	// Scores and softmax in groups of [4 1] rows (with strided K, the first group prefetches).
+	// Scores and softmax in groups of [4 2 1] rows (with strided K, the first group prefetches).
 	MOVQ $0x00000000, 88(SP)
 	MOVQ q+0(FP), CX
 	MOVQ CX, 96(SP)
@@ -26005,6 +26711,8 @@ touchv_skip:
 	SUBQ 88(SP), CX
 	CMPQ CX, $0x04
 	JGE  scores_rows4_prefetched
+	CMPQ CX, $0x02
+	JGE  scores_rows2_prefetched
 	CMPQ CX, $0x01
 	JGE  scores_rows1_prefetched
 
@@ -26732,6 +27440,372 @@ scores_rows4_prefetched_row3_noalibi:
 	MOVQ         DX, 96(SP)
 	JMP          rowgroup
 
+scores_rows2_prefetched:
+	VMOVUPS constsAVX2<>+1024(SB), Y0
+	VMOVUPS constsAVX2<>+1024(SB), Y1
+	VMOVUPS constsAVX2<>+1024(SB), Y2
+	VMOVUPS constsAVX2<>+1024(SB), Y3
+	VMOVUPS constsAVX2<>+1024(SB), Y4
+	VMOVUPS constsAVX2<>+1024(SB), Y5
+	VMOVUPS constsAVX2<>+1024(SB), Y6
+	VMOVUPS constsAVX2<>+1024(SB), Y7
+	MOVQ    48(SP), CX
+	MOVQ    (SP), DX
+	LEAQ    (CX)(CX*2), BX
+	MOVQ    128(SP), SI
+	LEAQ    (DX)(SI*1), SI
+	MOVQ    96(SP), DI
+	MOVQ    40(SP), R8
+	MOVQ    32(SP), R9
+	TESTQ   R9, R9
+	JZ      scores_rows2_prefetched_pass0_last_dims
+
+scores_rows2_prefetched_pass0_dims:
+	VMOVUPS     (DI), Y8
+	VMOVUPS     (DI)(R8*1), Y9
+	PREFETCHT1  (SI)
+	VCVTPH2PS   (DX), Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	PREFETCHT1  (SI)(CX*1)
+	VCVTPH2PS   (DX)(CX*1), Y10
+	VFMADD231PS Y10, Y8, Y2
+	VFMADD231PS Y10, Y9, Y3
+	PREFETCHT1  (SI)(CX*2)
+	VCVTPH2PS   (DX)(CX*2), Y10
+	VFMADD231PS Y10, Y8, Y4
+	VFMADD231PS Y10, Y9, Y5
+	PREFETCHT1  (SI)(BX*1)
+	VCVTPH2PS   (DX)(BX*1), Y10
+	VFMADD231PS Y10, Y8, Y6
+	VFMADD231PS Y10, Y9, Y7
+	ADDQ        $0x20, DI
+	ADDQ        $0x10, DX
+	ADDQ        $0x10, SI
+	DECQ        R9
+	JNZ         scores_rows2_prefetched_pass0_dims
+
+scores_rows2_prefetched_pass0_last_dims:
+	CMPQ        ktail+24(FP), $0x08
+	JEQ         scores_rows2_prefetched_pass0_fold
+	VMOVDQU     576(AX), Y8
+	VMASKMOVPS  (DI), Y8, Y8
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (DI)(R8*1), Y9, Y9
+	VMOVDQU     640(AX), X10
+	VMASKMOVPS  (DX), X10, X10
+	VCVTPH2PS   X10, Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	VMOVDQU     640(AX), X10
+	VMASKMOVPS  (DX)(CX*1), X10, X10
+	VCVTPH2PS   X10, Y10
+	VFMADD231PS Y10, Y8, Y2
+	VFMADD231PS Y10, Y9, Y3
+	VMOVDQU     640(AX), X10
+	VMASKMOVPS  (DX)(CX*2), X10, X10
+	VCVTPH2PS   X10, Y10
+	VFMADD231PS Y10, Y8, Y4
+	VFMADD231PS Y10, Y9, Y5
+	VMOVDQU     640(AX), X10
+	VMASKMOVPS  (DX)(BX*1), X10, X10
+	VCVTPH2PS   X10, Y10
+	VFMADD231PS Y10, Y8, Y6
+	VFMADD231PS Y10, Y9, Y7
+
+scores_rows2_prefetched_pass0_fold:
+	VPERM2F128 $0x31, Y1, Y0, Y8
+	VPERM2F128 $0x20, Y1, Y0, Y0
+	VADDPS     Y8, Y0, Y0
+	VPERM2F128 $0x31, Y3, Y2, Y1
+	VPERM2F128 $0x20, Y3, Y2, Y2
+	VADDPS     Y1, Y2, Y2
+	VPERM2F128 $0x31, Y5, Y4, Y1
+	VPERM2F128 $0x20, Y5, Y4, Y4
+	VADDPS     Y1, Y4, Y4
+	VPERM2F128 $0x31, Y7, Y6, Y1
+	VPERM2F128 $0x20, Y7, Y6, Y6
+	VADDPS     Y1, Y6, Y6
+	VSHUFPS    $0xee, Y2, Y0, Y1
+	VSHUFPS    $0x44, Y2, Y0, Y0
+	VADDPS     Y1, Y0, Y0
+	VSHUFPS    $0xee, Y6, Y4, Y1
+	VSHUFPS    $0x44, Y6, Y4, Y4
+	VADDPS     Y1, Y4, Y4
+	VSHUFPS    $0xdd, Y4, Y0, Y1
+	VSHUFPS    $0x88, Y4, Y0, Y0
+	VADDPS     Y1, Y0, Y0
+	VMOVUPS    Y0, Y11
+	VMOVUPS    constsAVX2<>+1024(SB), Y0
+	VMOVUPS    constsAVX2<>+1024(SB), Y1
+	VMOVUPS    constsAVX2<>+1024(SB), Y2
+	VMOVUPS    constsAVX2<>+1024(SB), Y3
+	VMOVUPS    constsAVX2<>+1024(SB), Y4
+	VMOVUPS    constsAVX2<>+1024(SB), Y5
+	VMOVUPS    constsAVX2<>+1024(SB), Y6
+	VMOVUPS    constsAVX2<>+1024(SB), Y7
+	MOVQ       48(SP), CX
+	MOVQ       (SP), DX
+	IMUL3Q     $0x04, CX, BX
+	ADDQ       BX, DX
+	LEAQ       (CX)(CX*2), BX
+	MOVQ       128(SP), SI
+	LEAQ       (DX)(SI*1), SI
+	MOVQ       96(SP), DI
+	MOVQ       40(SP), R8
+	MOVQ       32(SP), R9
+	TESTQ      R9, R9
+	JZ         scores_rows2_prefetched_pass1_last_dims
+
+scores_rows2_prefetched_pass1_dims:
+	VMOVUPS     (DI), Y8
+	VMOVUPS     (DI)(R8*1), Y9
+	PREFETCHT1  (SI)
+	VCVTPH2PS   (DX), Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	PREFETCHT1  (SI)(CX*1)
+	VCVTPH2PS   (DX)(CX*1), Y10
+	VFMADD231PS Y10, Y8, Y2
+	VFMADD231PS Y10, Y9, Y3
+	PREFETCHT1  (SI)(CX*2)
+	VCVTPH2PS   (DX)(CX*2), Y10
+	VFMADD231PS Y10, Y8, Y4
+	VFMADD231PS Y10, Y9, Y5
+	PREFETCHT1  (SI)(BX*1)
+	VCVTPH2PS   (DX)(BX*1), Y10
+	VFMADD231PS Y10, Y8, Y6
+	VFMADD231PS Y10, Y9, Y7
+	ADDQ        $0x20, DI
+	ADDQ        $0x10, DX
+	ADDQ        $0x10, SI
+	DECQ        R9
+	JNZ         scores_rows2_prefetched_pass1_dims
+
+scores_rows2_prefetched_pass1_last_dims:
+	CMPQ        ktail+24(FP), $0x08
+	JEQ         scores_rows2_prefetched_pass1_fold
+	VMOVDQU     576(AX), Y8
+	VMASKMOVPS  (DI), Y8, Y8
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (DI)(R8*1), Y9, Y9
+	VMOVDQU     640(AX), X10
+	VMASKMOVPS  (DX), X10, X10
+	VCVTPH2PS   X10, Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	VMOVDQU     640(AX), X10
+	VMASKMOVPS  (DX)(CX*1), X10, X10
+	VCVTPH2PS   X10, Y10
+	VFMADD231PS Y10, Y8, Y2
+	VFMADD231PS Y10, Y9, Y3
+	VMOVDQU     640(AX), X10
+	VMASKMOVPS  (DX)(CX*2), X10, X10
+	VCVTPH2PS   X10, Y10
+	VFMADD231PS Y10, Y8, Y4
+	VFMADD231PS Y10, Y9, Y5
+	VMOVDQU     640(AX), X10
+	VMASKMOVPS  (DX)(BX*1), X10, X10
+	VCVTPH2PS   X10, Y10
+	VFMADD231PS Y10, Y8, Y6
+	VFMADD231PS Y10, Y9, Y7
+
+scores_rows2_prefetched_pass1_fold:
+	VPERM2F128   $0x31, Y1, Y0, Y8
+	VPERM2F128   $0x20, Y1, Y0, Y0
+	VADDPS       Y8, Y0, Y0
+	VPERM2F128   $0x31, Y3, Y2, Y1
+	VPERM2F128   $0x20, Y3, Y2, Y2
+	VADDPS       Y1, Y2, Y2
+	VPERM2F128   $0x31, Y5, Y4, Y1
+	VPERM2F128   $0x20, Y5, Y4, Y4
+	VADDPS       Y1, Y4, Y4
+	VPERM2F128   $0x31, Y7, Y6, Y1
+	VPERM2F128   $0x20, Y7, Y6, Y6
+	VADDPS       Y1, Y6, Y6
+	VSHUFPS      $0xee, Y2, Y0, Y1
+	VSHUFPS      $0x44, Y2, Y0, Y0
+	VADDPS       Y1, Y0, Y0
+	VSHUFPS      $0xee, Y6, Y4, Y1
+	VSHUFPS      $0x44, Y6, Y4, Y4
+	VADDPS       Y1, Y4, Y4
+	VSHUFPS      $0xdd, Y4, Y0, Y1
+	VSHUFPS      $0x88, Y4, Y0, Y0
+	VADDPS       Y1, Y0, Y0
+	VMOVUPS      Y0, Y0
+	VPERM2F128   $0x20, Y0, Y11, Y1
+	VPERM2F128   $0x31, Y0, Y11, Y0
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           scores_rows2_prefetched_row0_noalibi
+	MOVQ         88(SP), DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX2<>+1024(SB), Y2
+	VCVTSI2SSQ   BX, X2, X2
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X2, X2
+	VBROADCASTSS X2, Y2
+	VADDPS       iotaAVX2<>+0(SB), Y2, Y2
+	VBROADCASTSS (CX)(DX*4), Y3
+	VMULPS       Y3, Y2, Y2
+	VADDPS       Y2, Y1, Y1
+
+scores_rows2_prefetched_row0_noalibi:
+	VMOVUPS      constsAVX2<>+672(SB), Y2
+	VMOVUPS      672(AX), Y3
+	VBLENDVPS    Y3, Y2, Y1, Y1
+	MOVQ         88(SP), CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Y1, Y2
+	VPERM2F128   $0x01, Y2, Y2, Y3
+	VMAXPS       Y3, Y2, Y2
+	VPERMILPS    $0x4e, Y2, Y3
+	VMAXPS       Y3, Y2, Y2
+	VPERMILPS    $0xb1, Y2, Y3
+	VMAXPS       Y3, Y2, Y2
+	VBROADCASTSS (DX)(CX*4), Y3
+	VMAXPS       Y2, Y3, Y2
+	VMAXPS       constsAVX2<>+640(SB), Y2, Y4
+	VSUBPS       Y4, Y1, Y1
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y1, Y5
+	VMULPS       constsAVX2<>+64(SB), Y1, Y1
+	VADDPS       constsAVX2<>+416(SB), Y1, Y6
+	VSUBPS       constsAVX2<>+416(SB), Y6, Y7
+	VSUBPS       Y7, Y1, Y1
+	VMOVUPS      constsAVX2<>+448(SB), Y7
+	VFMADD213PS  constsAVX2<>+480(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+512(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+544(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+576(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+608(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+352(SB), Y1, Y7
+	VPSLLD       $0x17, Y6, Y6
+	VPADDD       Y6, Y7, Y7
+	VANDPS       Y5, Y7, Y7
+	MOVQ         CX, SI
+	SHLQ         $0x05, SI
+	VMOVUPS      Y7, (AX)(SI*1)
+	VPERM2F128   $0x01, Y7, Y7, Y1
+	VADDPS       Y1, Y7, Y7
+	VPERMILPS    $0x4e, Y7, Y1
+	VADDPS       Y1, Y7, Y7
+	VPERMILPS    $0xb1, Y7, Y1
+	VADDPS       Y1, Y7, Y7
+	VSUBPS       Y4, Y3, Y3
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y3, Y1
+	VMULPS       constsAVX2<>+64(SB), Y3, Y3
+	VADDPS       constsAVX2<>+416(SB), Y3, Y4
+	VSUBPS       constsAVX2<>+416(SB), Y4, Y5
+	VSUBPS       Y5, Y3, Y3
+	VMOVUPS      constsAVX2<>+448(SB), Y5
+	VFMADD213PS  constsAVX2<>+480(SB), Y3, Y5
+	VFMADD213PS  constsAVX2<>+512(SB), Y3, Y5
+	VFMADD213PS  constsAVX2<>+544(SB), Y3, Y5
+	VFMADD213PS  constsAVX2<>+576(SB), Y3, Y5
+	VFMADD213PS  constsAVX2<>+608(SB), Y3, Y5
+	VFMADD213PS  constsAVX2<>+352(SB), Y3, Y5
+	VPSLLD       $0x17, Y4, Y4
+	VPADDD       Y4, Y5, Y5
+	VANDPS       Y1, Y5, Y5
+	VBROADCASTSS (BX)(CX*4), Y1
+	VFMADD213PS  Y7, Y5, Y1
+	VMOVSS       X1, (BX)(CX*4)
+	VMOVSS       X2, (DX)(CX*4)
+	VMOVSS       X5, 512(AX)(CX*4)
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           scores_rows2_prefetched_row1_noalibi
+	MOVQ         88(SP), DX
+	ADDQ         $0x01, DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX2<>+1024(SB), Y1
+	VCVTSI2SSQ   BX, X1, X1
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X1, X1
+	VBROADCASTSS X1, Y1
+	VADDPS       iotaAVX2<>+0(SB), Y1, Y1
+	VBROADCASTSS (CX)(DX*4), Y2
+	VMULPS       Y2, Y1, Y1
+	VADDPS       Y1, Y0, Y0
+
+scores_rows2_prefetched_row1_noalibi:
+	VMOVUPS      constsAVX2<>+672(SB), Y1
+	VMOVUPS      672(AX), Y2
+	VBLENDVPS    Y2, Y1, Y0, Y0
+	MOVQ         88(SP), CX
+	ADDQ         $0x01, CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Y0, Y1
+	VPERM2F128   $0x01, Y1, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VPERMILPS    $0x4e, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VPERMILPS    $0xb1, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VBROADCASTSS (DX)(CX*4), Y2
+	VMAXPS       Y1, Y2, Y1
+	VMAXPS       constsAVX2<>+640(SB), Y1, Y3
+	VSUBPS       Y3, Y0, Y0
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y0, Y4
+	VMULPS       constsAVX2<>+64(SB), Y0, Y0
+	VADDPS       constsAVX2<>+416(SB), Y0, Y5
+	VSUBPS       constsAVX2<>+416(SB), Y5, Y6
+	VSUBPS       Y6, Y0, Y0
+	VMOVUPS      constsAVX2<>+448(SB), Y6
+	VFMADD213PS  constsAVX2<>+480(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+512(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+544(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+576(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+608(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+352(SB), Y0, Y6
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y6, Y6
+	VANDPS       Y4, Y6, Y6
+	MOVQ         CX, SI
+	SHLQ         $0x05, SI
+	VMOVUPS      Y6, (AX)(SI*1)
+	VPERM2F128   $0x01, Y6, Y6, Y0
+	VADDPS       Y0, Y6, Y6
+	VPERMILPS    $0x4e, Y6, Y0
+	VADDPS       Y0, Y6, Y6
+	VPERMILPS    $0xb1, Y6, Y0
+	VADDPS       Y0, Y6, Y6
+	VSUBPS       Y3, Y2, Y2
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y2, Y0
+	VMULPS       constsAVX2<>+64(SB), Y2, Y2
+	VADDPS       constsAVX2<>+416(SB), Y2, Y3
+	VSUBPS       constsAVX2<>+416(SB), Y3, Y4
+	VSUBPS       Y4, Y2, Y2
+	VMOVUPS      constsAVX2<>+448(SB), Y4
+	VFMADD213PS  constsAVX2<>+480(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+512(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+544(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+576(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+608(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+352(SB), Y2, Y4
+	VPSLLD       $0x17, Y3, Y3
+	VPADDD       Y3, Y4, Y4
+	VANDPS       Y0, Y4, Y4
+	VBROADCASTSS (BX)(CX*4), Y0
+	VFMADD213PS  Y6, Y4, Y0
+	VMOVSS       X0, (BX)(CX*4)
+	VMOVSS       X1, (DX)(CX*4)
+	VMOVSS       X4, 512(AX)(CX*4)
+	MOVQ         88(SP), CX
+	MOVQ         96(SP), DX
+	ADDQ         $0x02, CX
+	ADDQ         40(SP), DX
+	ADDQ         40(SP), DX
+	MOVQ         CX, 88(SP)
+	MOVQ         DX, 96(SP)
+	JMP          rowgroup
+
 scores_rows1_prefetched:
 	VMOVUPS constsAVX2<>+1024(SB), Y0
 	VMOVUPS constsAVX2<>+1024(SB), Y1
@@ -26941,6 +28015,8 @@ rowgroup:
 	JZ   pv
 	CMPQ CX, $0x04
 	JGE  scores_rows4
+	CMPQ CX, $0x02
+	JGE  scores_rows2
 	CMPQ CX, $0x01
 	JGE  scores_rows1
 
@@ -27642,6 +28718,358 @@ scores_rows4_row3_noalibi:
 	ADDQ         $0x04, CX
 	ADDQ         40(SP), DX
 	ADDQ         40(SP), DX
+	ADDQ         40(SP), DX
+	ADDQ         40(SP), DX
+	MOVQ         CX, 88(SP)
+	MOVQ         DX, 96(SP)
+	JMP          rowgroup
+
+scores_rows2:
+	VMOVUPS constsAVX2<>+1024(SB), Y0
+	VMOVUPS constsAVX2<>+1024(SB), Y1
+	VMOVUPS constsAVX2<>+1024(SB), Y2
+	VMOVUPS constsAVX2<>+1024(SB), Y3
+	VMOVUPS constsAVX2<>+1024(SB), Y4
+	VMOVUPS constsAVX2<>+1024(SB), Y5
+	VMOVUPS constsAVX2<>+1024(SB), Y6
+	VMOVUPS constsAVX2<>+1024(SB), Y7
+	MOVQ    48(SP), CX
+	MOVQ    (SP), DX
+	LEAQ    (CX)(CX*2), BX
+	MOVQ    96(SP), SI
+	MOVQ    40(SP), DI
+	MOVQ    32(SP), R8
+	TESTQ   R8, R8
+	JZ      scores_rows2_pass0_last_dims
+
+scores_rows2_pass0_dims:
+	VMOVUPS     (SI), Y8
+	VMOVUPS     (SI)(DI*1), Y9
+	VCVTPH2PS   (DX), Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	VCVTPH2PS   (DX)(CX*1), Y10
+	VFMADD231PS Y10, Y8, Y2
+	VFMADD231PS Y10, Y9, Y3
+	VCVTPH2PS   (DX)(CX*2), Y10
+	VFMADD231PS Y10, Y8, Y4
+	VFMADD231PS Y10, Y9, Y5
+	VCVTPH2PS   (DX)(BX*1), Y10
+	VFMADD231PS Y10, Y8, Y6
+	VFMADD231PS Y10, Y9, Y7
+	ADDQ        $0x20, SI
+	ADDQ        $0x10, DX
+	DECQ        R8
+	JNZ         scores_rows2_pass0_dims
+
+scores_rows2_pass0_last_dims:
+	CMPQ        ktail+24(FP), $0x08
+	JEQ         scores_rows2_pass0_fold
+	VMOVDQU     576(AX), Y8
+	VMASKMOVPS  (SI), Y8, Y8
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (SI)(DI*1), Y9, Y9
+	VMOVDQU     640(AX), X10
+	VMASKMOVPS  (DX), X10, X10
+	VCVTPH2PS   X10, Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	VMOVDQU     640(AX), X10
+	VMASKMOVPS  (DX)(CX*1), X10, X10
+	VCVTPH2PS   X10, Y10
+	VFMADD231PS Y10, Y8, Y2
+	VFMADD231PS Y10, Y9, Y3
+	VMOVDQU     640(AX), X10
+	VMASKMOVPS  (DX)(CX*2), X10, X10
+	VCVTPH2PS   X10, Y10
+	VFMADD231PS Y10, Y8, Y4
+	VFMADD231PS Y10, Y9, Y5
+	VMOVDQU     640(AX), X10
+	VMASKMOVPS  (DX)(BX*1), X10, X10
+	VCVTPH2PS   X10, Y10
+	VFMADD231PS Y10, Y8, Y6
+	VFMADD231PS Y10, Y9, Y7
+
+scores_rows2_pass0_fold:
+	VPERM2F128 $0x31, Y1, Y0, Y8
+	VPERM2F128 $0x20, Y1, Y0, Y0
+	VADDPS     Y8, Y0, Y0
+	VPERM2F128 $0x31, Y3, Y2, Y1
+	VPERM2F128 $0x20, Y3, Y2, Y2
+	VADDPS     Y1, Y2, Y2
+	VPERM2F128 $0x31, Y5, Y4, Y1
+	VPERM2F128 $0x20, Y5, Y4, Y4
+	VADDPS     Y1, Y4, Y4
+	VPERM2F128 $0x31, Y7, Y6, Y1
+	VPERM2F128 $0x20, Y7, Y6, Y6
+	VADDPS     Y1, Y6, Y6
+	VSHUFPS    $0xee, Y2, Y0, Y1
+	VSHUFPS    $0x44, Y2, Y0, Y0
+	VADDPS     Y1, Y0, Y0
+	VSHUFPS    $0xee, Y6, Y4, Y1
+	VSHUFPS    $0x44, Y6, Y4, Y4
+	VADDPS     Y1, Y4, Y4
+	VSHUFPS    $0xdd, Y4, Y0, Y1
+	VSHUFPS    $0x88, Y4, Y0, Y0
+	VADDPS     Y1, Y0, Y0
+	VMOVUPS    Y0, Y11
+	VMOVUPS    constsAVX2<>+1024(SB), Y0
+	VMOVUPS    constsAVX2<>+1024(SB), Y1
+	VMOVUPS    constsAVX2<>+1024(SB), Y2
+	VMOVUPS    constsAVX2<>+1024(SB), Y3
+	VMOVUPS    constsAVX2<>+1024(SB), Y4
+	VMOVUPS    constsAVX2<>+1024(SB), Y5
+	VMOVUPS    constsAVX2<>+1024(SB), Y6
+	VMOVUPS    constsAVX2<>+1024(SB), Y7
+	MOVQ       48(SP), CX
+	MOVQ       (SP), DX
+	IMUL3Q     $0x04, CX, BX
+	ADDQ       BX, DX
+	LEAQ       (CX)(CX*2), BX
+	MOVQ       96(SP), SI
+	MOVQ       40(SP), DI
+	MOVQ       32(SP), R8
+	TESTQ      R8, R8
+	JZ         scores_rows2_pass1_last_dims
+
+scores_rows2_pass1_dims:
+	VMOVUPS     (SI), Y8
+	VMOVUPS     (SI)(DI*1), Y9
+	VCVTPH2PS   (DX), Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	VCVTPH2PS   (DX)(CX*1), Y10
+	VFMADD231PS Y10, Y8, Y2
+	VFMADD231PS Y10, Y9, Y3
+	VCVTPH2PS   (DX)(CX*2), Y10
+	VFMADD231PS Y10, Y8, Y4
+	VFMADD231PS Y10, Y9, Y5
+	VCVTPH2PS   (DX)(BX*1), Y10
+	VFMADD231PS Y10, Y8, Y6
+	VFMADD231PS Y10, Y9, Y7
+	ADDQ        $0x20, SI
+	ADDQ        $0x10, DX
+	DECQ        R8
+	JNZ         scores_rows2_pass1_dims
+
+scores_rows2_pass1_last_dims:
+	CMPQ        ktail+24(FP), $0x08
+	JEQ         scores_rows2_pass1_fold
+	VMOVDQU     576(AX), Y8
+	VMASKMOVPS  (SI), Y8, Y8
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (SI)(DI*1), Y9, Y9
+	VMOVDQU     640(AX), X10
+	VMASKMOVPS  (DX), X10, X10
+	VCVTPH2PS   X10, Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	VMOVDQU     640(AX), X10
+	VMASKMOVPS  (DX)(CX*1), X10, X10
+	VCVTPH2PS   X10, Y10
+	VFMADD231PS Y10, Y8, Y2
+	VFMADD231PS Y10, Y9, Y3
+	VMOVDQU     640(AX), X10
+	VMASKMOVPS  (DX)(CX*2), X10, X10
+	VCVTPH2PS   X10, Y10
+	VFMADD231PS Y10, Y8, Y4
+	VFMADD231PS Y10, Y9, Y5
+	VMOVDQU     640(AX), X10
+	VMASKMOVPS  (DX)(BX*1), X10, X10
+	VCVTPH2PS   X10, Y10
+	VFMADD231PS Y10, Y8, Y6
+	VFMADD231PS Y10, Y9, Y7
+
+scores_rows2_pass1_fold:
+	VPERM2F128   $0x31, Y1, Y0, Y8
+	VPERM2F128   $0x20, Y1, Y0, Y0
+	VADDPS       Y8, Y0, Y0
+	VPERM2F128   $0x31, Y3, Y2, Y1
+	VPERM2F128   $0x20, Y3, Y2, Y2
+	VADDPS       Y1, Y2, Y2
+	VPERM2F128   $0x31, Y5, Y4, Y1
+	VPERM2F128   $0x20, Y5, Y4, Y4
+	VADDPS       Y1, Y4, Y4
+	VPERM2F128   $0x31, Y7, Y6, Y1
+	VPERM2F128   $0x20, Y7, Y6, Y6
+	VADDPS       Y1, Y6, Y6
+	VSHUFPS      $0xee, Y2, Y0, Y1
+	VSHUFPS      $0x44, Y2, Y0, Y0
+	VADDPS       Y1, Y0, Y0
+	VSHUFPS      $0xee, Y6, Y4, Y1
+	VSHUFPS      $0x44, Y6, Y4, Y4
+	VADDPS       Y1, Y4, Y4
+	VSHUFPS      $0xdd, Y4, Y0, Y1
+	VSHUFPS      $0x88, Y4, Y0, Y0
+	VADDPS       Y1, Y0, Y0
+	VMOVUPS      Y0, Y0
+	VPERM2F128   $0x20, Y0, Y11, Y1
+	VPERM2F128   $0x31, Y0, Y11, Y0
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           scores_rows2_row0_noalibi
+	MOVQ         88(SP), DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX2<>+1024(SB), Y2
+	VCVTSI2SSQ   BX, X2, X2
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X2, X2
+	VBROADCASTSS X2, Y2
+	VADDPS       iotaAVX2<>+0(SB), Y2, Y2
+	VBROADCASTSS (CX)(DX*4), Y3
+	VMULPS       Y3, Y2, Y2
+	VADDPS       Y2, Y1, Y1
+
+scores_rows2_row0_noalibi:
+	VMOVUPS      constsAVX2<>+672(SB), Y2
+	VMOVUPS      672(AX), Y3
+	VBLENDVPS    Y3, Y2, Y1, Y1
+	MOVQ         88(SP), CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Y1, Y2
+	VPERM2F128   $0x01, Y2, Y2, Y3
+	VMAXPS       Y3, Y2, Y2
+	VPERMILPS    $0x4e, Y2, Y3
+	VMAXPS       Y3, Y2, Y2
+	VPERMILPS    $0xb1, Y2, Y3
+	VMAXPS       Y3, Y2, Y2
+	VBROADCASTSS (DX)(CX*4), Y3
+	VMAXPS       Y2, Y3, Y2
+	VMAXPS       constsAVX2<>+640(SB), Y2, Y4
+	VSUBPS       Y4, Y1, Y1
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y1, Y5
+	VMULPS       constsAVX2<>+64(SB), Y1, Y1
+	VADDPS       constsAVX2<>+416(SB), Y1, Y6
+	VSUBPS       constsAVX2<>+416(SB), Y6, Y7
+	VSUBPS       Y7, Y1, Y1
+	VMOVUPS      constsAVX2<>+448(SB), Y7
+	VFMADD213PS  constsAVX2<>+480(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+512(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+544(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+576(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+608(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+352(SB), Y1, Y7
+	VPSLLD       $0x17, Y6, Y6
+	VPADDD       Y6, Y7, Y7
+	VANDPS       Y5, Y7, Y7
+	MOVQ         CX, SI
+	SHLQ         $0x05, SI
+	VMOVUPS      Y7, (AX)(SI*1)
+	VPERM2F128   $0x01, Y7, Y7, Y1
+	VADDPS       Y1, Y7, Y7
+	VPERMILPS    $0x4e, Y7, Y1
+	VADDPS       Y1, Y7, Y7
+	VPERMILPS    $0xb1, Y7, Y1
+	VADDPS       Y1, Y7, Y7
+	VSUBPS       Y4, Y3, Y3
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y3, Y1
+	VMULPS       constsAVX2<>+64(SB), Y3, Y3
+	VADDPS       constsAVX2<>+416(SB), Y3, Y4
+	VSUBPS       constsAVX2<>+416(SB), Y4, Y5
+	VSUBPS       Y5, Y3, Y3
+	VMOVUPS      constsAVX2<>+448(SB), Y5
+	VFMADD213PS  constsAVX2<>+480(SB), Y3, Y5
+	VFMADD213PS  constsAVX2<>+512(SB), Y3, Y5
+	VFMADD213PS  constsAVX2<>+544(SB), Y3, Y5
+	VFMADD213PS  constsAVX2<>+576(SB), Y3, Y5
+	VFMADD213PS  constsAVX2<>+608(SB), Y3, Y5
+	VFMADD213PS  constsAVX2<>+352(SB), Y3, Y5
+	VPSLLD       $0x17, Y4, Y4
+	VPADDD       Y4, Y5, Y5
+	VANDPS       Y1, Y5, Y5
+	VBROADCASTSS (BX)(CX*4), Y1
+	VFMADD213PS  Y7, Y5, Y1
+	VMOVSS       X1, (BX)(CX*4)
+	VMOVSS       X2, (DX)(CX*4)
+	VMOVSS       X5, 512(AX)(CX*4)
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           scores_rows2_row1_noalibi
+	MOVQ         88(SP), DX
+	ADDQ         $0x01, DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX2<>+1024(SB), Y1
+	VCVTSI2SSQ   BX, X1, X1
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X1, X1
+	VBROADCASTSS X1, Y1
+	VADDPS       iotaAVX2<>+0(SB), Y1, Y1
+	VBROADCASTSS (CX)(DX*4), Y2
+	VMULPS       Y2, Y1, Y1
+	VADDPS       Y1, Y0, Y0
+
+scores_rows2_row1_noalibi:
+	VMOVUPS      constsAVX2<>+672(SB), Y1
+	VMOVUPS      672(AX), Y2
+	VBLENDVPS    Y2, Y1, Y0, Y0
+	MOVQ         88(SP), CX
+	ADDQ         $0x01, CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Y0, Y1
+	VPERM2F128   $0x01, Y1, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VPERMILPS    $0x4e, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VPERMILPS    $0xb1, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VBROADCASTSS (DX)(CX*4), Y2
+	VMAXPS       Y1, Y2, Y1
+	VMAXPS       constsAVX2<>+640(SB), Y1, Y3
+	VSUBPS       Y3, Y0, Y0
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y0, Y4
+	VMULPS       constsAVX2<>+64(SB), Y0, Y0
+	VADDPS       constsAVX2<>+416(SB), Y0, Y5
+	VSUBPS       constsAVX2<>+416(SB), Y5, Y6
+	VSUBPS       Y6, Y0, Y0
+	VMOVUPS      constsAVX2<>+448(SB), Y6
+	VFMADD213PS  constsAVX2<>+480(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+512(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+544(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+576(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+608(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+352(SB), Y0, Y6
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y6, Y6
+	VANDPS       Y4, Y6, Y6
+	MOVQ         CX, SI
+	SHLQ         $0x05, SI
+	VMOVUPS      Y6, (AX)(SI*1)
+	VPERM2F128   $0x01, Y6, Y6, Y0
+	VADDPS       Y0, Y6, Y6
+	VPERMILPS    $0x4e, Y6, Y0
+	VADDPS       Y0, Y6, Y6
+	VPERMILPS    $0xb1, Y6, Y0
+	VADDPS       Y0, Y6, Y6
+	VSUBPS       Y3, Y2, Y2
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y2, Y0
+	VMULPS       constsAVX2<>+64(SB), Y2, Y2
+	VADDPS       constsAVX2<>+416(SB), Y2, Y3
+	VSUBPS       constsAVX2<>+416(SB), Y3, Y4
+	VSUBPS       Y4, Y2, Y2
+	VMOVUPS      constsAVX2<>+448(SB), Y4
+	VFMADD213PS  constsAVX2<>+480(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+512(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+544(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+576(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+608(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+352(SB), Y2, Y4
+	VPSLLD       $0x17, Y3, Y3
+	VPADDD       Y3, Y4, Y4
+	VANDPS       Y0, Y4, Y4
+	VBROADCASTSS (BX)(CX*4), Y0
+	VFMADD213PS  Y6, Y4, Y0
+	VMOVSS       X0, (BX)(CX*4)
+	VMOVSS       X1, (DX)(CX*4)
+	VMOVSS       X4, 512(AX)(CX*4)
+	MOVQ         88(SP), CX
+	MOVQ         96(SP), DX
+	ADDQ         $0x02, CX
 	ADDQ         40(SP), DX
 	ADDQ         40(SP), DX
 	MOVQ         CX, 88(SP)
@@ -30036,7 +31464,7 @@ touchv_line:
 	JNZ     touchv
 
 touchv_skip:
-	// Scores and softmax in groups of [4 1] rows (with strided K, the first group prefetches).
+	// Scores and softmax in groups of [4 2 1] rows (with strided K, the first group prefetches).
 	MOVQ $0x00000000, 88(SP)
 	MOVQ q+0(FP), CX
 	MOVQ CX, 96(SP)
@@ -30046,6 +31474,8 @@ touchv_skip:
 	SUBQ 88(SP), CX
 	CMPQ CX, $0x04
 	JGE  scores_rows4_prefetched
+	CMPQ CX, $0x02
+	JGE  scores_rows2_prefetched
 	CMPQ CX, $0x01
 	JGE  scores_rows1_prefetched
 
@@ -30789,6 +32219,388 @@ scores_rows4_prefetched_row3_noalibi:
 	MOVQ         DX, 96(SP)
 	JMP          rowgroup
 
+scores_rows2_prefetched:
+	VMOVUPS constsAVX2<>+1024(SB), Y0
+	VMOVUPS constsAVX2<>+1024(SB), Y1
+	VMOVUPS constsAVX2<>+1024(SB), Y2
+	VMOVUPS constsAVX2<>+1024(SB), Y3
+	VMOVUPS constsAVX2<>+1024(SB), Y4
+	VMOVUPS constsAVX2<>+1024(SB), Y5
+	VMOVUPS constsAVX2<>+1024(SB), Y6
+	VMOVUPS constsAVX2<>+1024(SB), Y7
+	MOVQ    48(SP), CX
+	MOVQ    (SP), DX
+	LEAQ    (CX)(CX*2), BX
+	MOVQ    128(SP), SI
+	LEAQ    (DX)(SI*1), SI
+	MOVQ    96(SP), DI
+	MOVQ    40(SP), R8
+	MOVQ    32(SP), R9
+	TESTQ   R9, R9
+	JZ      scores_rows2_prefetched_pass0_last_dims
+
+scores_rows2_prefetched_pass0_dims:
+	VMOVUPS     (DI), Y8
+	VMOVUPS     (DI)(R8*1), Y9
+	PREFETCHT1  (SI)
+	VPMOVZXWD   (DX), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	PREFETCHT1  (SI)(CX*1)
+	VPMOVZXWD   (DX)(CX*1), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y2
+	VFMADD231PS Y10, Y9, Y3
+	PREFETCHT1  (SI)(CX*2)
+	VPMOVZXWD   (DX)(CX*2), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y4
+	VFMADD231PS Y10, Y9, Y5
+	PREFETCHT1  (SI)(BX*1)
+	VPMOVZXWD   (DX)(BX*1), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y6
+	VFMADD231PS Y10, Y9, Y7
+	ADDQ        $0x20, DI
+	ADDQ        $0x10, DX
+	ADDQ        $0x10, SI
+	DECQ        R9
+	JNZ         scores_rows2_prefetched_pass0_dims
+
+scores_rows2_prefetched_pass0_last_dims:
+	CMPQ        ktail+24(FP), $0x08
+	JEQ         scores_rows2_prefetched_pass0_fold
+	VMOVDQU     576(AX), Y8
+	VMASKMOVPS  (DI), Y8, Y8
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (DI)(R8*1), Y9, Y9
+	VMOVDQU     640(AX), X10
+	VMASKMOVPS  (DX), X10, X10
+	VPMOVZXWD   X10, Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	VMOVDQU     640(AX), X10
+	VMASKMOVPS  (DX)(CX*1), X10, X10
+	VPMOVZXWD   X10, Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y2
+	VFMADD231PS Y10, Y9, Y3
+	VMOVDQU     640(AX), X10
+	VMASKMOVPS  (DX)(CX*2), X10, X10
+	VPMOVZXWD   X10, Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y4
+	VFMADD231PS Y10, Y9, Y5
+	VMOVDQU     640(AX), X10
+	VMASKMOVPS  (DX)(BX*1), X10, X10
+	VPMOVZXWD   X10, Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y6
+	VFMADD231PS Y10, Y9, Y7
+
+scores_rows2_prefetched_pass0_fold:
+	VPERM2F128 $0x31, Y1, Y0, Y8
+	VPERM2F128 $0x20, Y1, Y0, Y0
+	VADDPS     Y8, Y0, Y0
+	VPERM2F128 $0x31, Y3, Y2, Y1
+	VPERM2F128 $0x20, Y3, Y2, Y2
+	VADDPS     Y1, Y2, Y2
+	VPERM2F128 $0x31, Y5, Y4, Y1
+	VPERM2F128 $0x20, Y5, Y4, Y4
+	VADDPS     Y1, Y4, Y4
+	VPERM2F128 $0x31, Y7, Y6, Y1
+	VPERM2F128 $0x20, Y7, Y6, Y6
+	VADDPS     Y1, Y6, Y6
+	VSHUFPS    $0xee, Y2, Y0, Y1
+	VSHUFPS    $0x44, Y2, Y0, Y0
+	VADDPS     Y1, Y0, Y0
+	VSHUFPS    $0xee, Y6, Y4, Y1
+	VSHUFPS    $0x44, Y6, Y4, Y4
+	VADDPS     Y1, Y4, Y4
+	VSHUFPS    $0xdd, Y4, Y0, Y1
+	VSHUFPS    $0x88, Y4, Y0, Y0
+	VADDPS     Y1, Y0, Y0
+	VMOVUPS    Y0, Y11
+	VMOVUPS    constsAVX2<>+1024(SB), Y0
+	VMOVUPS    constsAVX2<>+1024(SB), Y1
+	VMOVUPS    constsAVX2<>+1024(SB), Y2
+	VMOVUPS    constsAVX2<>+1024(SB), Y3
+	VMOVUPS    constsAVX2<>+1024(SB), Y4
+	VMOVUPS    constsAVX2<>+1024(SB), Y5
+	VMOVUPS    constsAVX2<>+1024(SB), Y6
+	VMOVUPS    constsAVX2<>+1024(SB), Y7
+	MOVQ       48(SP), CX
+	MOVQ       (SP), DX
+	IMUL3Q     $0x04, CX, BX
+	ADDQ       BX, DX
+	LEAQ       (CX)(CX*2), BX
+	MOVQ       128(SP), SI
+	LEAQ       (DX)(SI*1), SI
+	MOVQ       96(SP), DI
+	MOVQ       40(SP), R8
+	MOVQ       32(SP), R9
+	TESTQ      R9, R9
+	JZ         scores_rows2_prefetched_pass1_last_dims
+
+scores_rows2_prefetched_pass1_dims:
+	VMOVUPS     (DI), Y8
+	VMOVUPS     (DI)(R8*1), Y9
+	PREFETCHT1  (SI)
+	VPMOVZXWD   (DX), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	PREFETCHT1  (SI)(CX*1)
+	VPMOVZXWD   (DX)(CX*1), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y2
+	VFMADD231PS Y10, Y9, Y3
+	PREFETCHT1  (SI)(CX*2)
+	VPMOVZXWD   (DX)(CX*2), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y4
+	VFMADD231PS Y10, Y9, Y5
+	PREFETCHT1  (SI)(BX*1)
+	VPMOVZXWD   (DX)(BX*1), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y6
+	VFMADD231PS Y10, Y9, Y7
+	ADDQ        $0x20, DI
+	ADDQ        $0x10, DX
+	ADDQ        $0x10, SI
+	DECQ        R9
+	JNZ         scores_rows2_prefetched_pass1_dims
+
+scores_rows2_prefetched_pass1_last_dims:
+	CMPQ        ktail+24(FP), $0x08
+	JEQ         scores_rows2_prefetched_pass1_fold
+	VMOVDQU     576(AX), Y8
+	VMASKMOVPS  (DI), Y8, Y8
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (DI)(R8*1), Y9, Y9
+	VMOVDQU     640(AX), X10
+	VMASKMOVPS  (DX), X10, X10
+	VPMOVZXWD   X10, Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	VMOVDQU     640(AX), X10
+	VMASKMOVPS  (DX)(CX*1), X10, X10
+	VPMOVZXWD   X10, Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y2
+	VFMADD231PS Y10, Y9, Y3
+	VMOVDQU     640(AX), X10
+	VMASKMOVPS  (DX)(CX*2), X10, X10
+	VPMOVZXWD   X10, Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y4
+	VFMADD231PS Y10, Y9, Y5
+	VMOVDQU     640(AX), X10
+	VMASKMOVPS  (DX)(BX*1), X10, X10
+	VPMOVZXWD   X10, Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y6
+	VFMADD231PS Y10, Y9, Y7
+
+scores_rows2_prefetched_pass1_fold:
+	VPERM2F128   $0x31, Y1, Y0, Y8
+	VPERM2F128   $0x20, Y1, Y0, Y0
+	VADDPS       Y8, Y0, Y0
+	VPERM2F128   $0x31, Y3, Y2, Y1
+	VPERM2F128   $0x20, Y3, Y2, Y2
+	VADDPS       Y1, Y2, Y2
+	VPERM2F128   $0x31, Y5, Y4, Y1
+	VPERM2F128   $0x20, Y5, Y4, Y4
+	VADDPS       Y1, Y4, Y4
+	VPERM2F128   $0x31, Y7, Y6, Y1
+	VPERM2F128   $0x20, Y7, Y6, Y6
+	VADDPS       Y1, Y6, Y6
+	VSHUFPS      $0xee, Y2, Y0, Y1
+	VSHUFPS      $0x44, Y2, Y0, Y0
+	VADDPS       Y1, Y0, Y0
+	VSHUFPS      $0xee, Y6, Y4, Y1
+	VSHUFPS      $0x44, Y6, Y4, Y4
+	VADDPS       Y1, Y4, Y4
+	VSHUFPS      $0xdd, Y4, Y0, Y1
+	VSHUFPS      $0x88, Y4, Y0, Y0
+	VADDPS       Y1, Y0, Y0
+	VMOVUPS      Y0, Y0
+	VPERM2F128   $0x20, Y0, Y11, Y1
+	VPERM2F128   $0x31, Y0, Y11, Y0
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           scores_rows2_prefetched_row0_noalibi
+	MOVQ         88(SP), DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX2<>+1024(SB), Y2
+	VCVTSI2SSQ   BX, X2, X2
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X2, X2
+	VBROADCASTSS X2, Y2
+	VADDPS       iotaAVX2<>+0(SB), Y2, Y2
+	VBROADCASTSS (CX)(DX*4), Y3
+	VMULPS       Y3, Y2, Y2
+	VADDPS       Y2, Y1, Y1
+
+scores_rows2_prefetched_row0_noalibi:
+	VMOVUPS      constsAVX2<>+672(SB), Y2
+	VMOVUPS      672(AX), Y3
+	VBLENDVPS    Y3, Y2, Y1, Y1
+	MOVQ         88(SP), CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Y1, Y2
+	VPERM2F128   $0x01, Y2, Y2, Y3
+	VMAXPS       Y3, Y2, Y2
+	VPERMILPS    $0x4e, Y2, Y3
+	VMAXPS       Y3, Y2, Y2
+	VPERMILPS    $0xb1, Y2, Y3
+	VMAXPS       Y3, Y2, Y2
+	VBROADCASTSS (DX)(CX*4), Y3
+	VMAXPS       Y2, Y3, Y2
+	VMAXPS       constsAVX2<>+640(SB), Y2, Y4
+	VSUBPS       Y4, Y1, Y1
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y1, Y5
+	VMULPS       constsAVX2<>+64(SB), Y1, Y1
+	VADDPS       constsAVX2<>+416(SB), Y1, Y6
+	VSUBPS       constsAVX2<>+416(SB), Y6, Y7
+	VSUBPS       Y7, Y1, Y1
+	VMOVUPS      constsAVX2<>+448(SB), Y7
+	VFMADD213PS  constsAVX2<>+480(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+512(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+544(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+576(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+608(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+352(SB), Y1, Y7
+	VPSLLD       $0x17, Y6, Y6
+	VPADDD       Y6, Y7, Y7
+	VANDPS       Y5, Y7, Y7
+	MOVQ         CX, SI
+	SHLQ         $0x05, SI
+	VMOVUPS      Y7, (AX)(SI*1)
+	VPERM2F128   $0x01, Y7, Y7, Y1
+	VADDPS       Y1, Y7, Y7
+	VPERMILPS    $0x4e, Y7, Y1
+	VADDPS       Y1, Y7, Y7
+	VPERMILPS    $0xb1, Y7, Y1
+	VADDPS       Y1, Y7, Y7
+	VSUBPS       Y4, Y3, Y3
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y3, Y1
+	VMULPS       constsAVX2<>+64(SB), Y3, Y3
+	VADDPS       constsAVX2<>+416(SB), Y3, Y4
+	VSUBPS       constsAVX2<>+416(SB), Y4, Y5
+	VSUBPS       Y5, Y3, Y3
+	VMOVUPS      constsAVX2<>+448(SB), Y5
+	VFMADD213PS  constsAVX2<>+480(SB), Y3, Y5
+	VFMADD213PS  constsAVX2<>+512(SB), Y3, Y5
+	VFMADD213PS  constsAVX2<>+544(SB), Y3, Y5
+	VFMADD213PS  constsAVX2<>+576(SB), Y3, Y5
+	VFMADD213PS  constsAVX2<>+608(SB), Y3, Y5
+	VFMADD213PS  constsAVX2<>+352(SB), Y3, Y5
+	VPSLLD       $0x17, Y4, Y4
+	VPADDD       Y4, Y5, Y5
+	VANDPS       Y1, Y5, Y5
+	VBROADCASTSS (BX)(CX*4), Y1
+	VFMADD213PS  Y7, Y5, Y1
+	VMOVSS       X1, (BX)(CX*4)
+	VMOVSS       X2, (DX)(CX*4)
+	VMOVSS       X5, 512(AX)(CX*4)
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           scores_rows2_prefetched_row1_noalibi
+	MOVQ         88(SP), DX
+	ADDQ         $0x01, DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX2<>+1024(SB), Y1
+	VCVTSI2SSQ   BX, X1, X1
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X1, X1
+	VBROADCASTSS X1, Y1
+	VADDPS       iotaAVX2<>+0(SB), Y1, Y1
+	VBROADCASTSS (CX)(DX*4), Y2
+	VMULPS       Y2, Y1, Y1
+	VADDPS       Y1, Y0, Y0
+
+scores_rows2_prefetched_row1_noalibi:
+	VMOVUPS      constsAVX2<>+672(SB), Y1
+	VMOVUPS      672(AX), Y2
+	VBLENDVPS    Y2, Y1, Y0, Y0
+	MOVQ         88(SP), CX
+	ADDQ         $0x01, CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Y0, Y1
+	VPERM2F128   $0x01, Y1, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VPERMILPS    $0x4e, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VPERMILPS    $0xb1, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VBROADCASTSS (DX)(CX*4), Y2
+	VMAXPS       Y1, Y2, Y1
+	VMAXPS       constsAVX2<>+640(SB), Y1, Y3
+	VSUBPS       Y3, Y0, Y0
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y0, Y4
+	VMULPS       constsAVX2<>+64(SB), Y0, Y0
+	VADDPS       constsAVX2<>+416(SB), Y0, Y5
+	VSUBPS       constsAVX2<>+416(SB), Y5, Y6
+	VSUBPS       Y6, Y0, Y0
+	VMOVUPS      constsAVX2<>+448(SB), Y6
+	VFMADD213PS  constsAVX2<>+480(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+512(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+544(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+576(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+608(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+352(SB), Y0, Y6
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y6, Y6
+	VANDPS       Y4, Y6, Y6
+	MOVQ         CX, SI
+	SHLQ         $0x05, SI
+	VMOVUPS      Y6, (AX)(SI*1)
+	VPERM2F128   $0x01, Y6, Y6, Y0
+	VADDPS       Y0, Y6, Y6
+	VPERMILPS    $0x4e, Y6, Y0
+	VADDPS       Y0, Y6, Y6
+	VPERMILPS    $0xb1, Y6, Y0
+	VADDPS       Y0, Y6, Y6
+	VSUBPS       Y3, Y2, Y2
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y2, Y0
+	VMULPS       constsAVX2<>+64(SB), Y2, Y2
+	VADDPS       constsAVX2<>+416(SB), Y2, Y3
+	VSUBPS       constsAVX2<>+416(SB), Y3, Y4
+	VSUBPS       Y4, Y2, Y2
+	VMOVUPS      constsAVX2<>+448(SB), Y4
+	VFMADD213PS  constsAVX2<>+480(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+512(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+544(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+576(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+608(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+352(SB), Y2, Y4
+	VPSLLD       $0x17, Y3, Y3
+	VPADDD       Y3, Y4, Y4
+	VANDPS       Y0, Y4, Y4
+	VBROADCASTSS (BX)(CX*4), Y0
+	VFMADD213PS  Y6, Y4, Y0
+	VMOVSS       X0, (BX)(CX*4)
+	VMOVSS       X1, (DX)(CX*4)
+	VMOVSS       X4, 512(AX)(CX*4)
+	MOVQ         88(SP), CX
+	MOVQ         96(SP), DX
+	ADDQ         $0x02, CX
+	ADDQ         40(SP), DX
+	ADDQ         40(SP), DX
+	MOVQ         CX, 88(SP)
+	MOVQ         DX, 96(SP)
+	JMP          rowgroup
+
 scores_rows1_prefetched:
 	VMOVUPS constsAVX2<>+1024(SB), Y0
 	VMOVUPS constsAVX2<>+1024(SB), Y1
@@ -31014,6 +32826,8 @@ rowgroup:
 	JZ   pv
 	CMPQ CX, $0x04
 	JGE  scores_rows4
+	CMPQ CX, $0x02
+	JGE  scores_rows2
 	CMPQ CX, $0x01
 	JGE  scores_rows1
 
@@ -31731,6 +33545,374 @@ scores_rows4_row3_noalibi:
 	ADDQ         $0x04, CX
 	ADDQ         40(SP), DX
 	ADDQ         40(SP), DX
+	ADDQ         40(SP), DX
+	ADDQ         40(SP), DX
+	MOVQ         CX, 88(SP)
+	MOVQ         DX, 96(SP)
+	JMP          rowgroup
+
+scores_rows2:
+	VMOVUPS constsAVX2<>+1024(SB), Y0
+	VMOVUPS constsAVX2<>+1024(SB), Y1
+	VMOVUPS constsAVX2<>+1024(SB), Y2
+	VMOVUPS constsAVX2<>+1024(SB), Y3
+	VMOVUPS constsAVX2<>+1024(SB), Y4
+	VMOVUPS constsAVX2<>+1024(SB), Y5
+	VMOVUPS constsAVX2<>+1024(SB), Y6
+	VMOVUPS constsAVX2<>+1024(SB), Y7
+	MOVQ    48(SP), CX
+	MOVQ    (SP), DX
+	LEAQ    (CX)(CX*2), BX
+	MOVQ    96(SP), SI
+	MOVQ    40(SP), DI
+	MOVQ    32(SP), R8
+	TESTQ   R8, R8
+	JZ      scores_rows2_pass0_last_dims
+
+scores_rows2_pass0_dims:
+	VMOVUPS     (SI), Y8
+	VMOVUPS     (SI)(DI*1), Y9
+	VPMOVZXWD   (DX), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	VPMOVZXWD   (DX)(CX*1), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y2
+	VFMADD231PS Y10, Y9, Y3
+	VPMOVZXWD   (DX)(CX*2), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y4
+	VFMADD231PS Y10, Y9, Y5
+	VPMOVZXWD   (DX)(BX*1), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y6
+	VFMADD231PS Y10, Y9, Y7
+	ADDQ        $0x20, SI
+	ADDQ        $0x10, DX
+	DECQ        R8
+	JNZ         scores_rows2_pass0_dims
+
+scores_rows2_pass0_last_dims:
+	CMPQ        ktail+24(FP), $0x08
+	JEQ         scores_rows2_pass0_fold
+	VMOVDQU     576(AX), Y8
+	VMASKMOVPS  (SI), Y8, Y8
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (SI)(DI*1), Y9, Y9
+	VMOVDQU     640(AX), X10
+	VMASKMOVPS  (DX), X10, X10
+	VPMOVZXWD   X10, Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	VMOVDQU     640(AX), X10
+	VMASKMOVPS  (DX)(CX*1), X10, X10
+	VPMOVZXWD   X10, Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y2
+	VFMADD231PS Y10, Y9, Y3
+	VMOVDQU     640(AX), X10
+	VMASKMOVPS  (DX)(CX*2), X10, X10
+	VPMOVZXWD   X10, Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y4
+	VFMADD231PS Y10, Y9, Y5
+	VMOVDQU     640(AX), X10
+	VMASKMOVPS  (DX)(BX*1), X10, X10
+	VPMOVZXWD   X10, Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y6
+	VFMADD231PS Y10, Y9, Y7
+
+scores_rows2_pass0_fold:
+	VPERM2F128 $0x31, Y1, Y0, Y8
+	VPERM2F128 $0x20, Y1, Y0, Y0
+	VADDPS     Y8, Y0, Y0
+	VPERM2F128 $0x31, Y3, Y2, Y1
+	VPERM2F128 $0x20, Y3, Y2, Y2
+	VADDPS     Y1, Y2, Y2
+	VPERM2F128 $0x31, Y5, Y4, Y1
+	VPERM2F128 $0x20, Y5, Y4, Y4
+	VADDPS     Y1, Y4, Y4
+	VPERM2F128 $0x31, Y7, Y6, Y1
+	VPERM2F128 $0x20, Y7, Y6, Y6
+	VADDPS     Y1, Y6, Y6
+	VSHUFPS    $0xee, Y2, Y0, Y1
+	VSHUFPS    $0x44, Y2, Y0, Y0
+	VADDPS     Y1, Y0, Y0
+	VSHUFPS    $0xee, Y6, Y4, Y1
+	VSHUFPS    $0x44, Y6, Y4, Y4
+	VADDPS     Y1, Y4, Y4
+	VSHUFPS    $0xdd, Y4, Y0, Y1
+	VSHUFPS    $0x88, Y4, Y0, Y0
+	VADDPS     Y1, Y0, Y0
+	VMOVUPS    Y0, Y11
+	VMOVUPS    constsAVX2<>+1024(SB), Y0
+	VMOVUPS    constsAVX2<>+1024(SB), Y1
+	VMOVUPS    constsAVX2<>+1024(SB), Y2
+	VMOVUPS    constsAVX2<>+1024(SB), Y3
+	VMOVUPS    constsAVX2<>+1024(SB), Y4
+	VMOVUPS    constsAVX2<>+1024(SB), Y5
+	VMOVUPS    constsAVX2<>+1024(SB), Y6
+	VMOVUPS    constsAVX2<>+1024(SB), Y7
+	MOVQ       48(SP), CX
+	MOVQ       (SP), DX
+	IMUL3Q     $0x04, CX, BX
+	ADDQ       BX, DX
+	LEAQ       (CX)(CX*2), BX
+	MOVQ       96(SP), SI
+	MOVQ       40(SP), DI
+	MOVQ       32(SP), R8
+	TESTQ      R8, R8
+	JZ         scores_rows2_pass1_last_dims
+
+scores_rows2_pass1_dims:
+	VMOVUPS     (SI), Y8
+	VMOVUPS     (SI)(DI*1), Y9
+	VPMOVZXWD   (DX), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	VPMOVZXWD   (DX)(CX*1), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y2
+	VFMADD231PS Y10, Y9, Y3
+	VPMOVZXWD   (DX)(CX*2), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y4
+	VFMADD231PS Y10, Y9, Y5
+	VPMOVZXWD   (DX)(BX*1), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y6
+	VFMADD231PS Y10, Y9, Y7
+	ADDQ        $0x20, SI
+	ADDQ        $0x10, DX
+	DECQ        R8
+	JNZ         scores_rows2_pass1_dims
+
+scores_rows2_pass1_last_dims:
+	CMPQ        ktail+24(FP), $0x08
+	JEQ         scores_rows2_pass1_fold
+	VMOVDQU     576(AX), Y8
+	VMASKMOVPS  (SI), Y8, Y8
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (SI)(DI*1), Y9, Y9
+	VMOVDQU     640(AX), X10
+	VMASKMOVPS  (DX), X10, X10
+	VPMOVZXWD   X10, Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	VMOVDQU     640(AX), X10
+	VMASKMOVPS  (DX)(CX*1), X10, X10
+	VPMOVZXWD   X10, Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y2
+	VFMADD231PS Y10, Y9, Y3
+	VMOVDQU     640(AX), X10
+	VMASKMOVPS  (DX)(CX*2), X10, X10
+	VPMOVZXWD   X10, Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y4
+	VFMADD231PS Y10, Y9, Y5
+	VMOVDQU     640(AX), X10
+	VMASKMOVPS  (DX)(BX*1), X10, X10
+	VPMOVZXWD   X10, Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y6
+	VFMADD231PS Y10, Y9, Y7
+
+scores_rows2_pass1_fold:
+	VPERM2F128   $0x31, Y1, Y0, Y8
+	VPERM2F128   $0x20, Y1, Y0, Y0
+	VADDPS       Y8, Y0, Y0
+	VPERM2F128   $0x31, Y3, Y2, Y1
+	VPERM2F128   $0x20, Y3, Y2, Y2
+	VADDPS       Y1, Y2, Y2
+	VPERM2F128   $0x31, Y5, Y4, Y1
+	VPERM2F128   $0x20, Y5, Y4, Y4
+	VADDPS       Y1, Y4, Y4
+	VPERM2F128   $0x31, Y7, Y6, Y1
+	VPERM2F128   $0x20, Y7, Y6, Y6
+	VADDPS       Y1, Y6, Y6
+	VSHUFPS      $0xee, Y2, Y0, Y1
+	VSHUFPS      $0x44, Y2, Y0, Y0
+	VADDPS       Y1, Y0, Y0
+	VSHUFPS      $0xee, Y6, Y4, Y1
+	VSHUFPS      $0x44, Y6, Y4, Y4
+	VADDPS       Y1, Y4, Y4
+	VSHUFPS      $0xdd, Y4, Y0, Y1
+	VSHUFPS      $0x88, Y4, Y0, Y0
+	VADDPS       Y1, Y0, Y0
+	VMOVUPS      Y0, Y0
+	VPERM2F128   $0x20, Y0, Y11, Y1
+	VPERM2F128   $0x31, Y0, Y11, Y0
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           scores_rows2_row0_noalibi
+	MOVQ         88(SP), DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX2<>+1024(SB), Y2
+	VCVTSI2SSQ   BX, X2, X2
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X2, X2
+	VBROADCASTSS X2, Y2
+	VADDPS       iotaAVX2<>+0(SB), Y2, Y2
+	VBROADCASTSS (CX)(DX*4), Y3
+	VMULPS       Y3, Y2, Y2
+	VADDPS       Y2, Y1, Y1
+
+scores_rows2_row0_noalibi:
+	VMOVUPS      constsAVX2<>+672(SB), Y2
+	VMOVUPS      672(AX), Y3
+	VBLENDVPS    Y3, Y2, Y1, Y1
+	MOVQ         88(SP), CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Y1, Y2
+	VPERM2F128   $0x01, Y2, Y2, Y3
+	VMAXPS       Y3, Y2, Y2
+	VPERMILPS    $0x4e, Y2, Y3
+	VMAXPS       Y3, Y2, Y2
+	VPERMILPS    $0xb1, Y2, Y3
+	VMAXPS       Y3, Y2, Y2
+	VBROADCASTSS (DX)(CX*4), Y3
+	VMAXPS       Y2, Y3, Y2
+	VMAXPS       constsAVX2<>+640(SB), Y2, Y4
+	VSUBPS       Y4, Y1, Y1
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y1, Y5
+	VMULPS       constsAVX2<>+64(SB), Y1, Y1
+	VADDPS       constsAVX2<>+416(SB), Y1, Y6
+	VSUBPS       constsAVX2<>+416(SB), Y6, Y7
+	VSUBPS       Y7, Y1, Y1
+	VMOVUPS      constsAVX2<>+448(SB), Y7
+	VFMADD213PS  constsAVX2<>+480(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+512(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+544(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+576(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+608(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+352(SB), Y1, Y7
+	VPSLLD       $0x17, Y6, Y6
+	VPADDD       Y6, Y7, Y7
+	VANDPS       Y5, Y7, Y7
+	MOVQ         CX, SI
+	SHLQ         $0x05, SI
+	VMOVUPS      Y7, (AX)(SI*1)
+	VPERM2F128   $0x01, Y7, Y7, Y1
+	VADDPS       Y1, Y7, Y7
+	VPERMILPS    $0x4e, Y7, Y1
+	VADDPS       Y1, Y7, Y7
+	VPERMILPS    $0xb1, Y7, Y1
+	VADDPS       Y1, Y7, Y7
+	VSUBPS       Y4, Y3, Y3
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y3, Y1
+	VMULPS       constsAVX2<>+64(SB), Y3, Y3
+	VADDPS       constsAVX2<>+416(SB), Y3, Y4
+	VSUBPS       constsAVX2<>+416(SB), Y4, Y5
+	VSUBPS       Y5, Y3, Y3
+	VMOVUPS      constsAVX2<>+448(SB), Y5
+	VFMADD213PS  constsAVX2<>+480(SB), Y3, Y5
+	VFMADD213PS  constsAVX2<>+512(SB), Y3, Y5
+	VFMADD213PS  constsAVX2<>+544(SB), Y3, Y5
+	VFMADD213PS  constsAVX2<>+576(SB), Y3, Y5
+	VFMADD213PS  constsAVX2<>+608(SB), Y3, Y5
+	VFMADD213PS  constsAVX2<>+352(SB), Y3, Y5
+	VPSLLD       $0x17, Y4, Y4
+	VPADDD       Y4, Y5, Y5
+	VANDPS       Y1, Y5, Y5
+	VBROADCASTSS (BX)(CX*4), Y1
+	VFMADD213PS  Y7, Y5, Y1
+	VMOVSS       X1, (BX)(CX*4)
+	VMOVSS       X2, (DX)(CX*4)
+	VMOVSS       X5, 512(AX)(CX*4)
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           scores_rows2_row1_noalibi
+	MOVQ         88(SP), DX
+	ADDQ         $0x01, DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX2<>+1024(SB), Y1
+	VCVTSI2SSQ   BX, X1, X1
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X1, X1
+	VBROADCASTSS X1, Y1
+	VADDPS       iotaAVX2<>+0(SB), Y1, Y1
+	VBROADCASTSS (CX)(DX*4), Y2
+	VMULPS       Y2, Y1, Y1
+	VADDPS       Y1, Y0, Y0
+
+scores_rows2_row1_noalibi:
+	VMOVUPS      constsAVX2<>+672(SB), Y1
+	VMOVUPS      672(AX), Y2
+	VBLENDVPS    Y2, Y1, Y0, Y0
+	MOVQ         88(SP), CX
+	ADDQ         $0x01, CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Y0, Y1
+	VPERM2F128   $0x01, Y1, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VPERMILPS    $0x4e, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VPERMILPS    $0xb1, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VBROADCASTSS (DX)(CX*4), Y2
+	VMAXPS       Y1, Y2, Y1
+	VMAXPS       constsAVX2<>+640(SB), Y1, Y3
+	VSUBPS       Y3, Y0, Y0
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y0, Y4
+	VMULPS       constsAVX2<>+64(SB), Y0, Y0
+	VADDPS       constsAVX2<>+416(SB), Y0, Y5
+	VSUBPS       constsAVX2<>+416(SB), Y5, Y6
+	VSUBPS       Y6, Y0, Y0
+	VMOVUPS      constsAVX2<>+448(SB), Y6
+	VFMADD213PS  constsAVX2<>+480(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+512(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+544(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+576(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+608(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+352(SB), Y0, Y6
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y6, Y6
+	VANDPS       Y4, Y6, Y6
+	MOVQ         CX, SI
+	SHLQ         $0x05, SI
+	VMOVUPS      Y6, (AX)(SI*1)
+	VPERM2F128   $0x01, Y6, Y6, Y0
+	VADDPS       Y0, Y6, Y6
+	VPERMILPS    $0x4e, Y6, Y0
+	VADDPS       Y0, Y6, Y6
+	VPERMILPS    $0xb1, Y6, Y0
+	VADDPS       Y0, Y6, Y6
+	VSUBPS       Y3, Y2, Y2
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y2, Y0
+	VMULPS       constsAVX2<>+64(SB), Y2, Y2
+	VADDPS       constsAVX2<>+416(SB), Y2, Y3
+	VSUBPS       constsAVX2<>+416(SB), Y3, Y4
+	VSUBPS       Y4, Y2, Y2
+	VMOVUPS      constsAVX2<>+448(SB), Y4
+	VFMADD213PS  constsAVX2<>+480(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+512(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+544(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+576(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+608(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+352(SB), Y2, Y4
+	VPSLLD       $0x17, Y3, Y3
+	VPADDD       Y3, Y4, Y4
+	VANDPS       Y0, Y4, Y4
+	VBROADCASTSS (BX)(CX*4), Y0
+	VFMADD213PS  Y6, Y4, Y0
+	VMOVSS       X0, (BX)(CX*4)
+	VMOVSS       X1, (DX)(CX*4)
+	VMOVSS       X4, 512(AX)(CX*4)
+	MOVQ         88(SP), CX
+	MOVQ         96(SP), DX
+	ADDQ         $0x02, CX
 	ADDQ         40(SP), DX
 	ADDQ         40(SP), DX
 	MOVQ         CX, 88(SP)
@@ -34332,7 +36514,7 @@ scalesv:
 	DECQ BX
 	JNZ  scalesv
 
-	// Scores and softmax in groups of [4 1] rows (with strided K, the first group prefetches).
+	// Scores and softmax in groups of [4 2 1] rows (with strided K, the first group prefetches).
 	MOVQ $0x00000000, 88(SP)
 	MOVQ q+0(FP), CX
 	MOVQ CX, 96(SP)
@@ -34342,6 +36524,8 @@ scalesv:
 	SUBQ 88(SP), CX
 	CMPQ CX, $0x04
 	JGE  scores_rows4_prefetched
+	CMPQ CX, $0x02
+	JGE  scores_rows2_prefetched
 	CMPQ CX, $0x01
 	JGE  scores_rows1_prefetched
 
@@ -35133,6 +37317,420 @@ scores_rows4_prefetched_row3_noalibi:
 	MOVQ         DX, 96(SP)
 	JMP          rowgroup
 
+scores_rows2_prefetched:
+	VMOVUPS constsAVX2<>+1024(SB), Y0
+	VMOVUPS constsAVX2<>+1024(SB), Y1
+	VMOVUPS constsAVX2<>+1024(SB), Y2
+	VMOVUPS constsAVX2<>+1024(SB), Y3
+	VMOVUPS constsAVX2<>+1024(SB), Y4
+	VMOVUPS constsAVX2<>+1024(SB), Y5
+	VMOVUPS constsAVX2<>+1024(SB), Y6
+	VMOVUPS constsAVX2<>+1024(SB), Y7
+	MOVQ    48(SP), CX
+	MOVQ    (SP), DX
+	LEAQ    (CX)(CX*2), BX
+	MOVQ    128(SP), SI
+	LEAQ    (DX)(SI*1), SI
+	MOVQ    96(SP), DI
+	MOVQ    40(SP), R8
+	MOVQ    32(SP), R9
+	TESTQ   R9, R9
+	JZ      scores_rows2_prefetched_pass0_last_dims
+
+scores_rows2_prefetched_pass0_dims:
+	VMOVUPS     (DI), Y8
+	VMOVUPS     (DI)(R8*1), Y9
+	MOVQ        32(SP), R10
+	SUBQ        R9, R10
+	SHRQ        $0x02, R10
+	SHLQ        $0x08, R10
+	PREFETCHT1  (SI)
+	VPMOVSXBD   (DX), Y10
+	VCVTDQ2PS   Y10, Y10
+	VMULPS      704(AX)(R10*1), Y10, Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	PREFETCHT1  (SI)(CX*1)
+	VPMOVSXBD   (DX)(CX*1), Y10
+	VCVTDQ2PS   Y10, Y10
+	VMULPS      736(AX)(R10*1), Y10, Y10
+	VFMADD231PS Y10, Y8, Y2
+	VFMADD231PS Y10, Y9, Y3
+	PREFETCHT1  (SI)(CX*2)
+	VPMOVSXBD   (DX)(CX*2), Y10
+	VCVTDQ2PS   Y10, Y10
+	VMULPS      768(AX)(R10*1), Y10, Y10
+	VFMADD231PS Y10, Y8, Y4
+	VFMADD231PS Y10, Y9, Y5
+	PREFETCHT1  (SI)(BX*1)
+	VPMOVSXBD   (DX)(BX*1), Y10
+	VCVTDQ2PS   Y10, Y10
+	VMULPS      800(AX)(R10*1), Y10, Y10
+	VFMADD231PS Y10, Y8, Y6
+	VFMADD231PS Y10, Y9, Y7
+	ADDQ        $0x20, DI
+	ADDQ        $0x08, DX
+	ADDQ        $0x08, SI
+	DECQ        R9
+	JNZ         scores_rows2_prefetched_pass0_dims
+
+scores_rows2_prefetched_pass0_last_dims:
+	CMPQ        ktail+24(FP), $0x08
+	JEQ         scores_rows2_prefetched_pass0_fold
+	VMOVDQU     576(AX), Y8
+	VMASKMOVPS  (DI), Y8, Y8
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (DI)(R8*1), Y9, Y9
+	MOVQ        32(SP), SI
+	SUBQ        R9, SI
+	SHRQ        $0x02, SI
+	SHLQ        $0x08, SI
+	VMOVDQU     640(AX), X10
+	VMASKMOVPS  (DX), X10, X10
+	VPMOVSXBD   X10, Y10
+	VCVTDQ2PS   Y10, Y10
+	VMULPS      704(AX)(SI*1), Y10, Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	VMOVDQU     640(AX), X10
+	VMASKMOVPS  (DX)(CX*1), X10, X10
+	VPMOVSXBD   X10, Y10
+	VCVTDQ2PS   Y10, Y10
+	VMULPS      736(AX)(SI*1), Y10, Y10
+	VFMADD231PS Y10, Y8, Y2
+	VFMADD231PS Y10, Y9, Y3
+	VMOVDQU     640(AX), X10
+	VMASKMOVPS  (DX)(CX*2), X10, X10
+	VPMOVSXBD   X10, Y10
+	VCVTDQ2PS   Y10, Y10
+	VMULPS      768(AX)(SI*1), Y10, Y10
+	VFMADD231PS Y10, Y8, Y4
+	VFMADD231PS Y10, Y9, Y5
+	VMOVDQU     640(AX), X10
+	VMASKMOVPS  (DX)(BX*1), X10, X10
+	VPMOVSXBD   X10, Y10
+	VCVTDQ2PS   Y10, Y10
+	VMULPS      800(AX)(SI*1), Y10, Y10
+	VFMADD231PS Y10, Y8, Y6
+	VFMADD231PS Y10, Y9, Y7
+
+scores_rows2_prefetched_pass0_fold:
+	VPERM2F128 $0x31, Y1, Y0, Y8
+	VPERM2F128 $0x20, Y1, Y0, Y0
+	VADDPS     Y8, Y0, Y0
+	VPERM2F128 $0x31, Y3, Y2, Y1
+	VPERM2F128 $0x20, Y3, Y2, Y2
+	VADDPS     Y1, Y2, Y2
+	VPERM2F128 $0x31, Y5, Y4, Y1
+	VPERM2F128 $0x20, Y5, Y4, Y4
+	VADDPS     Y1, Y4, Y4
+	VPERM2F128 $0x31, Y7, Y6, Y1
+	VPERM2F128 $0x20, Y7, Y6, Y6
+	VADDPS     Y1, Y6, Y6
+	VSHUFPS    $0xee, Y2, Y0, Y1
+	VSHUFPS    $0x44, Y2, Y0, Y0
+	VADDPS     Y1, Y0, Y0
+	VSHUFPS    $0xee, Y6, Y4, Y1
+	VSHUFPS    $0x44, Y6, Y4, Y4
+	VADDPS     Y1, Y4, Y4
+	VSHUFPS    $0xdd, Y4, Y0, Y1
+	VSHUFPS    $0x88, Y4, Y0, Y0
+	VADDPS     Y1, Y0, Y0
+	VMOVUPS    Y0, Y11
+	VMOVUPS    constsAVX2<>+1024(SB), Y0
+	VMOVUPS    constsAVX2<>+1024(SB), Y1
+	VMOVUPS    constsAVX2<>+1024(SB), Y2
+	VMOVUPS    constsAVX2<>+1024(SB), Y3
+	VMOVUPS    constsAVX2<>+1024(SB), Y4
+	VMOVUPS    constsAVX2<>+1024(SB), Y5
+	VMOVUPS    constsAVX2<>+1024(SB), Y6
+	VMOVUPS    constsAVX2<>+1024(SB), Y7
+	MOVQ       48(SP), CX
+	MOVQ       (SP), DX
+	IMUL3Q     $0x04, CX, BX
+	ADDQ       BX, DX
+	LEAQ       (CX)(CX*2), BX
+	MOVQ       128(SP), SI
+	LEAQ       (DX)(SI*1), SI
+	MOVQ       96(SP), DI
+	MOVQ       40(SP), R8
+	MOVQ       32(SP), R9
+	TESTQ      R9, R9
+	JZ         scores_rows2_prefetched_pass1_last_dims
+
+scores_rows2_prefetched_pass1_dims:
+	VMOVUPS     (DI), Y8
+	VMOVUPS     (DI)(R8*1), Y9
+	MOVQ        32(SP), R10
+	SUBQ        R9, R10
+	SHRQ        $0x02, R10
+	SHLQ        $0x08, R10
+	PREFETCHT1  (SI)
+	VPMOVSXBD   (DX), Y10
+	VCVTDQ2PS   Y10, Y10
+	VMULPS      832(AX)(R10*1), Y10, Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	PREFETCHT1  (SI)(CX*1)
+	VPMOVSXBD   (DX)(CX*1), Y10
+	VCVTDQ2PS   Y10, Y10
+	VMULPS      864(AX)(R10*1), Y10, Y10
+	VFMADD231PS Y10, Y8, Y2
+	VFMADD231PS Y10, Y9, Y3
+	PREFETCHT1  (SI)(CX*2)
+	VPMOVSXBD   (DX)(CX*2), Y10
+	VCVTDQ2PS   Y10, Y10
+	VMULPS      896(AX)(R10*1), Y10, Y10
+	VFMADD231PS Y10, Y8, Y4
+	VFMADD231PS Y10, Y9, Y5
+	PREFETCHT1  (SI)(BX*1)
+	VPMOVSXBD   (DX)(BX*1), Y10
+	VCVTDQ2PS   Y10, Y10
+	VMULPS      928(AX)(R10*1), Y10, Y10
+	VFMADD231PS Y10, Y8, Y6
+	VFMADD231PS Y10, Y9, Y7
+	ADDQ        $0x20, DI
+	ADDQ        $0x08, DX
+	ADDQ        $0x08, SI
+	DECQ        R9
+	JNZ         scores_rows2_prefetched_pass1_dims
+
+scores_rows2_prefetched_pass1_last_dims:
+	CMPQ        ktail+24(FP), $0x08
+	JEQ         scores_rows2_prefetched_pass1_fold
+	VMOVDQU     576(AX), Y8
+	VMASKMOVPS  (DI), Y8, Y8
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (DI)(R8*1), Y9, Y9
+	MOVQ        32(SP), SI
+	SUBQ        R9, SI
+	SHRQ        $0x02, SI
+	SHLQ        $0x08, SI
+	VMOVDQU     640(AX), X10
+	VMASKMOVPS  (DX), X10, X10
+	VPMOVSXBD   X10, Y10
+	VCVTDQ2PS   Y10, Y10
+	VMULPS      832(AX)(SI*1), Y10, Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	VMOVDQU     640(AX), X10
+	VMASKMOVPS  (DX)(CX*1), X10, X10
+	VPMOVSXBD   X10, Y10
+	VCVTDQ2PS   Y10, Y10
+	VMULPS      864(AX)(SI*1), Y10, Y10
+	VFMADD231PS Y10, Y8, Y2
+	VFMADD231PS Y10, Y9, Y3
+	VMOVDQU     640(AX), X10
+	VMASKMOVPS  (DX)(CX*2), X10, X10
+	VPMOVSXBD   X10, Y10
+	VCVTDQ2PS   Y10, Y10
+	VMULPS      896(AX)(SI*1), Y10, Y10
+	VFMADD231PS Y10, Y8, Y4
+	VFMADD231PS Y10, Y9, Y5
+	VMOVDQU     640(AX), X10
+	VMASKMOVPS  (DX)(BX*1), X10, X10
+	VPMOVSXBD   X10, Y10
+	VCVTDQ2PS   Y10, Y10
+	VMULPS      928(AX)(SI*1), Y10, Y10
+	VFMADD231PS Y10, Y8, Y6
+	VFMADD231PS Y10, Y9, Y7
+
+scores_rows2_prefetched_pass1_fold:
+	VPERM2F128   $0x31, Y1, Y0, Y8
+	VPERM2F128   $0x20, Y1, Y0, Y0
+	VADDPS       Y8, Y0, Y0
+	VPERM2F128   $0x31, Y3, Y2, Y1
+	VPERM2F128   $0x20, Y3, Y2, Y2
+	VADDPS       Y1, Y2, Y2
+	VPERM2F128   $0x31, Y5, Y4, Y1
+	VPERM2F128   $0x20, Y5, Y4, Y4
+	VADDPS       Y1, Y4, Y4
+	VPERM2F128   $0x31, Y7, Y6, Y1
+	VPERM2F128   $0x20, Y7, Y6, Y6
+	VADDPS       Y1, Y6, Y6
+	VSHUFPS      $0xee, Y2, Y0, Y1
+	VSHUFPS      $0x44, Y2, Y0, Y0
+	VADDPS       Y1, Y0, Y0
+	VSHUFPS      $0xee, Y6, Y4, Y1
+	VSHUFPS      $0x44, Y6, Y4, Y4
+	VADDPS       Y1, Y4, Y4
+	VSHUFPS      $0xdd, Y4, Y0, Y1
+	VSHUFPS      $0x88, Y4, Y0, Y0
+	VADDPS       Y1, Y0, Y0
+	VMOVUPS      Y0, Y0
+	VPERM2F128   $0x20, Y0, Y11, Y1
+	VPERM2F128   $0x31, Y0, Y11, Y0
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           scores_rows2_prefetched_row0_noalibi
+	MOVQ         88(SP), DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX2<>+1024(SB), Y2
+	VCVTSI2SSQ   BX, X2, X2
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X2, X2
+	VBROADCASTSS X2, Y2
+	VADDPS       iotaAVX2<>+0(SB), Y2, Y2
+	VBROADCASTSS (CX)(DX*4), Y3
+	VMULPS       Y3, Y2, Y2
+	VADDPS       Y2, Y1, Y1
+
+scores_rows2_prefetched_row0_noalibi:
+	VMOVUPS      constsAVX2<>+672(SB), Y2
+	VMOVUPS      672(AX), Y3
+	VBLENDVPS    Y3, Y2, Y1, Y1
+	MOVQ         88(SP), CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Y1, Y2
+	VPERM2F128   $0x01, Y2, Y2, Y3
+	VMAXPS       Y3, Y2, Y2
+	VPERMILPS    $0x4e, Y2, Y3
+	VMAXPS       Y3, Y2, Y2
+	VPERMILPS    $0xb1, Y2, Y3
+	VMAXPS       Y3, Y2, Y2
+	VBROADCASTSS (DX)(CX*4), Y3
+	VMAXPS       Y2, Y3, Y2
+	VMAXPS       constsAVX2<>+640(SB), Y2, Y4
+	VSUBPS       Y4, Y1, Y1
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y1, Y5
+	VMULPS       constsAVX2<>+64(SB), Y1, Y1
+	VADDPS       constsAVX2<>+416(SB), Y1, Y6
+	VSUBPS       constsAVX2<>+416(SB), Y6, Y7
+	VSUBPS       Y7, Y1, Y1
+	VMOVUPS      constsAVX2<>+448(SB), Y7
+	VFMADD213PS  constsAVX2<>+480(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+512(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+544(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+576(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+608(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+352(SB), Y1, Y7
+	VPSLLD       $0x17, Y6, Y6
+	VPADDD       Y6, Y7, Y7
+	VANDPS       Y5, Y7, Y7
+	MOVQ         CX, SI
+	SHLQ         $0x05, SI
+	VMOVUPS      Y7, (AX)(SI*1)
+	VPERM2F128   $0x01, Y7, Y7, Y1
+	VADDPS       Y1, Y7, Y7
+	VPERMILPS    $0x4e, Y7, Y1
+	VADDPS       Y1, Y7, Y7
+	VPERMILPS    $0xb1, Y7, Y1
+	VADDPS       Y1, Y7, Y7
+	VSUBPS       Y4, Y3, Y3
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y3, Y1
+	VMULPS       constsAVX2<>+64(SB), Y3, Y3
+	VADDPS       constsAVX2<>+416(SB), Y3, Y4
+	VSUBPS       constsAVX2<>+416(SB), Y4, Y5
+	VSUBPS       Y5, Y3, Y3
+	VMOVUPS      constsAVX2<>+448(SB), Y5
+	VFMADD213PS  constsAVX2<>+480(SB), Y3, Y5
+	VFMADD213PS  constsAVX2<>+512(SB), Y3, Y5
+	VFMADD213PS  constsAVX2<>+544(SB), Y3, Y5
+	VFMADD213PS  constsAVX2<>+576(SB), Y3, Y5
+	VFMADD213PS  constsAVX2<>+608(SB), Y3, Y5
+	VFMADD213PS  constsAVX2<>+352(SB), Y3, Y5
+	VPSLLD       $0x17, Y4, Y4
+	VPADDD       Y4, Y5, Y5
+	VANDPS       Y1, Y5, Y5
+	VBROADCASTSS (BX)(CX*4), Y1
+	VFMADD213PS  Y7, Y5, Y1
+	VMOVSS       X1, (BX)(CX*4)
+	VMOVSS       X2, (DX)(CX*4)
+	VMOVSS       X5, 512(AX)(CX*4)
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           scores_rows2_prefetched_row1_noalibi
+	MOVQ         88(SP), DX
+	ADDQ         $0x01, DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX2<>+1024(SB), Y1
+	VCVTSI2SSQ   BX, X1, X1
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X1, X1
+	VBROADCASTSS X1, Y1
+	VADDPS       iotaAVX2<>+0(SB), Y1, Y1
+	VBROADCASTSS (CX)(DX*4), Y2
+	VMULPS       Y2, Y1, Y1
+	VADDPS       Y1, Y0, Y0
+
+scores_rows2_prefetched_row1_noalibi:
+	VMOVUPS      constsAVX2<>+672(SB), Y1
+	VMOVUPS      672(AX), Y2
+	VBLENDVPS    Y2, Y1, Y0, Y0
+	MOVQ         88(SP), CX
+	ADDQ         $0x01, CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Y0, Y1
+	VPERM2F128   $0x01, Y1, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VPERMILPS    $0x4e, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VPERMILPS    $0xb1, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VBROADCASTSS (DX)(CX*4), Y2
+	VMAXPS       Y1, Y2, Y1
+	VMAXPS       constsAVX2<>+640(SB), Y1, Y3
+	VSUBPS       Y3, Y0, Y0
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y0, Y4
+	VMULPS       constsAVX2<>+64(SB), Y0, Y0
+	VADDPS       constsAVX2<>+416(SB), Y0, Y5
+	VSUBPS       constsAVX2<>+416(SB), Y5, Y6
+	VSUBPS       Y6, Y0, Y0
+	VMOVUPS      constsAVX2<>+448(SB), Y6
+	VFMADD213PS  constsAVX2<>+480(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+512(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+544(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+576(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+608(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+352(SB), Y0, Y6
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y6, Y6
+	VANDPS       Y4, Y6, Y6
+	MOVQ         CX, SI
+	SHLQ         $0x05, SI
+	VMOVUPS      Y6, (AX)(SI*1)
+	VPERM2F128   $0x01, Y6, Y6, Y0
+	VADDPS       Y0, Y6, Y6
+	VPERMILPS    $0x4e, Y6, Y0
+	VADDPS       Y0, Y6, Y6
+	VPERMILPS    $0xb1, Y6, Y0
+	VADDPS       Y0, Y6, Y6
+	VSUBPS       Y3, Y2, Y2
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y2, Y0
+	VMULPS       constsAVX2<>+64(SB), Y2, Y2
+	VADDPS       constsAVX2<>+416(SB), Y2, Y3
+	VSUBPS       constsAVX2<>+416(SB), Y3, Y4
+	VSUBPS       Y4, Y2, Y2
+	VMOVUPS      constsAVX2<>+448(SB), Y4
+	VFMADD213PS  constsAVX2<>+480(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+512(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+544(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+576(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+608(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+352(SB), Y2, Y4
+	VPSLLD       $0x17, Y3, Y3
+	VPADDD       Y3, Y4, Y4
+	VANDPS       Y0, Y4, Y4
+	VBROADCASTSS (BX)(CX*4), Y0
+	VFMADD213PS  Y6, Y4, Y0
+	VMOVSS       X0, (BX)(CX*4)
+	VMOVSS       X1, (DX)(CX*4)
+	VMOVSS       X4, 512(AX)(CX*4)
+	MOVQ         88(SP), CX
+	MOVQ         96(SP), DX
+	ADDQ         $0x02, CX
+	ADDQ         40(SP), DX
+	ADDQ         40(SP), DX
+	MOVQ         CX, 88(SP)
+	MOVQ         DX, 96(SP)
+	JMP          rowgroup
+
 scores_rows1_prefetched:
 	VMOVUPS constsAVX2<>+1024(SB), Y0
 	VMOVUPS constsAVX2<>+1024(SB), Y1
@@ -35382,6 +37980,8 @@ rowgroup:
 	JZ   pv
 	CMPQ CX, $0x04
 	JGE  scores_rows4
+	CMPQ CX, $0x02
+	JGE  scores_rows2
 	CMPQ CX, $0x01
 	JGE  scores_rows1
 
@@ -36147,6 +38747,406 @@ scores_rows4_row3_noalibi:
 	ADDQ         $0x04, CX
 	ADDQ         40(SP), DX
 	ADDQ         40(SP), DX
+	ADDQ         40(SP), DX
+	ADDQ         40(SP), DX
+	MOVQ         CX, 88(SP)
+	MOVQ         DX, 96(SP)
+	JMP          rowgroup
+
+scores_rows2:
+	VMOVUPS constsAVX2<>+1024(SB), Y0
+	VMOVUPS constsAVX2<>+1024(SB), Y1
+	VMOVUPS constsAVX2<>+1024(SB), Y2
+	VMOVUPS constsAVX2<>+1024(SB), Y3
+	VMOVUPS constsAVX2<>+1024(SB), Y4
+	VMOVUPS constsAVX2<>+1024(SB), Y5
+	VMOVUPS constsAVX2<>+1024(SB), Y6
+	VMOVUPS constsAVX2<>+1024(SB), Y7
+	MOVQ    48(SP), CX
+	MOVQ    (SP), DX
+	LEAQ    (CX)(CX*2), BX
+	MOVQ    96(SP), SI
+	MOVQ    40(SP), DI
+	MOVQ    32(SP), R8
+	TESTQ   R8, R8
+	JZ      scores_rows2_pass0_last_dims
+
+scores_rows2_pass0_dims:
+	VMOVUPS     (SI), Y8
+	VMOVUPS     (SI)(DI*1), Y9
+	MOVQ        32(SP), R9
+	SUBQ        R8, R9
+	SHRQ        $0x02, R9
+	SHLQ        $0x08, R9
+	VPMOVSXBD   (DX), Y10
+	VCVTDQ2PS   Y10, Y10
+	VMULPS      704(AX)(R9*1), Y10, Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	VPMOVSXBD   (DX)(CX*1), Y10
+	VCVTDQ2PS   Y10, Y10
+	VMULPS      736(AX)(R9*1), Y10, Y10
+	VFMADD231PS Y10, Y8, Y2
+	VFMADD231PS Y10, Y9, Y3
+	VPMOVSXBD   (DX)(CX*2), Y10
+	VCVTDQ2PS   Y10, Y10
+	VMULPS      768(AX)(R9*1), Y10, Y10
+	VFMADD231PS Y10, Y8, Y4
+	VFMADD231PS Y10, Y9, Y5
+	VPMOVSXBD   (DX)(BX*1), Y10
+	VCVTDQ2PS   Y10, Y10
+	VMULPS      800(AX)(R9*1), Y10, Y10
+	VFMADD231PS Y10, Y8, Y6
+	VFMADD231PS Y10, Y9, Y7
+	ADDQ        $0x20, SI
+	ADDQ        $0x08, DX
+	DECQ        R8
+	JNZ         scores_rows2_pass0_dims
+
+scores_rows2_pass0_last_dims:
+	CMPQ        ktail+24(FP), $0x08
+	JEQ         scores_rows2_pass0_fold
+	VMOVDQU     576(AX), Y8
+	VMASKMOVPS  (SI), Y8, Y8
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (SI)(DI*1), Y9, Y9
+	MOVQ        32(SP), SI
+	SUBQ        R8, SI
+	SHRQ        $0x02, SI
+	SHLQ        $0x08, SI
+	VMOVDQU     640(AX), X10
+	VMASKMOVPS  (DX), X10, X10
+	VPMOVSXBD   X10, Y10
+	VCVTDQ2PS   Y10, Y10
+	VMULPS      704(AX)(SI*1), Y10, Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	VMOVDQU     640(AX), X10
+	VMASKMOVPS  (DX)(CX*1), X10, X10
+	VPMOVSXBD   X10, Y10
+	VCVTDQ2PS   Y10, Y10
+	VMULPS      736(AX)(SI*1), Y10, Y10
+	VFMADD231PS Y10, Y8, Y2
+	VFMADD231PS Y10, Y9, Y3
+	VMOVDQU     640(AX), X10
+	VMASKMOVPS  (DX)(CX*2), X10, X10
+	VPMOVSXBD   X10, Y10
+	VCVTDQ2PS   Y10, Y10
+	VMULPS      768(AX)(SI*1), Y10, Y10
+	VFMADD231PS Y10, Y8, Y4
+	VFMADD231PS Y10, Y9, Y5
+	VMOVDQU     640(AX), X10
+	VMASKMOVPS  (DX)(BX*1), X10, X10
+	VPMOVSXBD   X10, Y10
+	VCVTDQ2PS   Y10, Y10
+	VMULPS      800(AX)(SI*1), Y10, Y10
+	VFMADD231PS Y10, Y8, Y6
+	VFMADD231PS Y10, Y9, Y7
+
+scores_rows2_pass0_fold:
+	VPERM2F128 $0x31, Y1, Y0, Y8
+	VPERM2F128 $0x20, Y1, Y0, Y0
+	VADDPS     Y8, Y0, Y0
+	VPERM2F128 $0x31, Y3, Y2, Y1
+	VPERM2F128 $0x20, Y3, Y2, Y2
+	VADDPS     Y1, Y2, Y2
+	VPERM2F128 $0x31, Y5, Y4, Y1
+	VPERM2F128 $0x20, Y5, Y4, Y4
+	VADDPS     Y1, Y4, Y4
+	VPERM2F128 $0x31, Y7, Y6, Y1
+	VPERM2F128 $0x20, Y7, Y6, Y6
+	VADDPS     Y1, Y6, Y6
+	VSHUFPS    $0xee, Y2, Y0, Y1
+	VSHUFPS    $0x44, Y2, Y0, Y0
+	VADDPS     Y1, Y0, Y0
+	VSHUFPS    $0xee, Y6, Y4, Y1
+	VSHUFPS    $0x44, Y6, Y4, Y4
+	VADDPS     Y1, Y4, Y4
+	VSHUFPS    $0xdd, Y4, Y0, Y1
+	VSHUFPS    $0x88, Y4, Y0, Y0
+	VADDPS     Y1, Y0, Y0
+	VMOVUPS    Y0, Y11
+	VMOVUPS    constsAVX2<>+1024(SB), Y0
+	VMOVUPS    constsAVX2<>+1024(SB), Y1
+	VMOVUPS    constsAVX2<>+1024(SB), Y2
+	VMOVUPS    constsAVX2<>+1024(SB), Y3
+	VMOVUPS    constsAVX2<>+1024(SB), Y4
+	VMOVUPS    constsAVX2<>+1024(SB), Y5
+	VMOVUPS    constsAVX2<>+1024(SB), Y6
+	VMOVUPS    constsAVX2<>+1024(SB), Y7
+	MOVQ       48(SP), CX
+	MOVQ       (SP), DX
+	IMUL3Q     $0x04, CX, BX
+	ADDQ       BX, DX
+	LEAQ       (CX)(CX*2), BX
+	MOVQ       96(SP), SI
+	MOVQ       40(SP), DI
+	MOVQ       32(SP), R8
+	TESTQ      R8, R8
+	JZ         scores_rows2_pass1_last_dims
+
+scores_rows2_pass1_dims:
+	VMOVUPS     (SI), Y8
+	VMOVUPS     (SI)(DI*1), Y9
+	MOVQ        32(SP), R9
+	SUBQ        R8, R9
+	SHRQ        $0x02, R9
+	SHLQ        $0x08, R9
+	VPMOVSXBD   (DX), Y10
+	VCVTDQ2PS   Y10, Y10
+	VMULPS      832(AX)(R9*1), Y10, Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	VPMOVSXBD   (DX)(CX*1), Y10
+	VCVTDQ2PS   Y10, Y10
+	VMULPS      864(AX)(R9*1), Y10, Y10
+	VFMADD231PS Y10, Y8, Y2
+	VFMADD231PS Y10, Y9, Y3
+	VPMOVSXBD   (DX)(CX*2), Y10
+	VCVTDQ2PS   Y10, Y10
+	VMULPS      896(AX)(R9*1), Y10, Y10
+	VFMADD231PS Y10, Y8, Y4
+	VFMADD231PS Y10, Y9, Y5
+	VPMOVSXBD   (DX)(BX*1), Y10
+	VCVTDQ2PS   Y10, Y10
+	VMULPS      928(AX)(R9*1), Y10, Y10
+	VFMADD231PS Y10, Y8, Y6
+	VFMADD231PS Y10, Y9, Y7
+	ADDQ        $0x20, SI
+	ADDQ        $0x08, DX
+	DECQ        R8
+	JNZ         scores_rows2_pass1_dims
+
+scores_rows2_pass1_last_dims:
+	CMPQ        ktail+24(FP), $0x08
+	JEQ         scores_rows2_pass1_fold
+	VMOVDQU     576(AX), Y8
+	VMASKMOVPS  (SI), Y8, Y8
+	VMOVDQU     576(AX), Y9
+	VMASKMOVPS  (SI)(DI*1), Y9, Y9
+	MOVQ        32(SP), SI
+	SUBQ        R8, SI
+	SHRQ        $0x02, SI
+	SHLQ        $0x08, SI
+	VMOVDQU     640(AX), X10
+	VMASKMOVPS  (DX), X10, X10
+	VPMOVSXBD   X10, Y10
+	VCVTDQ2PS   Y10, Y10
+	VMULPS      832(AX)(SI*1), Y10, Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	VMOVDQU     640(AX), X10
+	VMASKMOVPS  (DX)(CX*1), X10, X10
+	VPMOVSXBD   X10, Y10
+	VCVTDQ2PS   Y10, Y10
+	VMULPS      864(AX)(SI*1), Y10, Y10
+	VFMADD231PS Y10, Y8, Y2
+	VFMADD231PS Y10, Y9, Y3
+	VMOVDQU     640(AX), X10
+	VMASKMOVPS  (DX)(CX*2), X10, X10
+	VPMOVSXBD   X10, Y10
+	VCVTDQ2PS   Y10, Y10
+	VMULPS      896(AX)(SI*1), Y10, Y10
+	VFMADD231PS Y10, Y8, Y4
+	VFMADD231PS Y10, Y9, Y5
+	VMOVDQU     640(AX), X10
+	VMASKMOVPS  (DX)(BX*1), X10, X10
+	VPMOVSXBD   X10, Y10
+	VCVTDQ2PS   Y10, Y10
+	VMULPS      928(AX)(SI*1), Y10, Y10
+	VFMADD231PS Y10, Y8, Y6
+	VFMADD231PS Y10, Y9, Y7
+
+scores_rows2_pass1_fold:
+	VPERM2F128   $0x31, Y1, Y0, Y8
+	VPERM2F128   $0x20, Y1, Y0, Y0
+	VADDPS       Y8, Y0, Y0
+	VPERM2F128   $0x31, Y3, Y2, Y1
+	VPERM2F128   $0x20, Y3, Y2, Y2
+	VADDPS       Y1, Y2, Y2
+	VPERM2F128   $0x31, Y5, Y4, Y1
+	VPERM2F128   $0x20, Y5, Y4, Y4
+	VADDPS       Y1, Y4, Y4
+	VPERM2F128   $0x31, Y7, Y6, Y1
+	VPERM2F128   $0x20, Y7, Y6, Y6
+	VADDPS       Y1, Y6, Y6
+	VSHUFPS      $0xee, Y2, Y0, Y1
+	VSHUFPS      $0x44, Y2, Y0, Y0
+	VADDPS       Y1, Y0, Y0
+	VSHUFPS      $0xee, Y6, Y4, Y1
+	VSHUFPS      $0x44, Y6, Y4, Y4
+	VADDPS       Y1, Y4, Y4
+	VSHUFPS      $0xdd, Y4, Y0, Y1
+	VSHUFPS      $0x88, Y4, Y0, Y0
+	VADDPS       Y1, Y0, Y0
+	VMOVUPS      Y0, Y0
+	VPERM2F128   $0x20, Y0, Y11, Y1
+	VPERM2F128   $0x31, Y0, Y11, Y0
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           scores_rows2_row0_noalibi
+	MOVQ         88(SP), DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX2<>+1024(SB), Y2
+	VCVTSI2SSQ   BX, X2, X2
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X2, X2
+	VBROADCASTSS X2, Y2
+	VADDPS       iotaAVX2<>+0(SB), Y2, Y2
+	VBROADCASTSS (CX)(DX*4), Y3
+	VMULPS       Y3, Y2, Y2
+	VADDPS       Y2, Y1, Y1
+
+scores_rows2_row0_noalibi:
+	VMOVUPS      constsAVX2<>+672(SB), Y2
+	VMOVUPS      672(AX), Y3
+	VBLENDVPS    Y3, Y2, Y1, Y1
+	MOVQ         88(SP), CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Y1, Y2
+	VPERM2F128   $0x01, Y2, Y2, Y3
+	VMAXPS       Y3, Y2, Y2
+	VPERMILPS    $0x4e, Y2, Y3
+	VMAXPS       Y3, Y2, Y2
+	VPERMILPS    $0xb1, Y2, Y3
+	VMAXPS       Y3, Y2, Y2
+	VBROADCASTSS (DX)(CX*4), Y3
+	VMAXPS       Y2, Y3, Y2
+	VMAXPS       constsAVX2<>+640(SB), Y2, Y4
+	VSUBPS       Y4, Y1, Y1
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y1, Y5
+	VMULPS       constsAVX2<>+64(SB), Y1, Y1
+	VADDPS       constsAVX2<>+416(SB), Y1, Y6
+	VSUBPS       constsAVX2<>+416(SB), Y6, Y7
+	VSUBPS       Y7, Y1, Y1
+	VMOVUPS      constsAVX2<>+448(SB), Y7
+	VFMADD213PS  constsAVX2<>+480(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+512(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+544(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+576(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+608(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+352(SB), Y1, Y7
+	VPSLLD       $0x17, Y6, Y6
+	VPADDD       Y6, Y7, Y7
+	VANDPS       Y5, Y7, Y7
+	MOVQ         CX, SI
+	SHLQ         $0x05, SI
+	VMOVUPS      Y7, (AX)(SI*1)
+	VPERM2F128   $0x01, Y7, Y7, Y1
+	VADDPS       Y1, Y7, Y7
+	VPERMILPS    $0x4e, Y7, Y1
+	VADDPS       Y1, Y7, Y7
+	VPERMILPS    $0xb1, Y7, Y1
+	VADDPS       Y1, Y7, Y7
+	VSUBPS       Y4, Y3, Y3
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y3, Y1
+	VMULPS       constsAVX2<>+64(SB), Y3, Y3
+	VADDPS       constsAVX2<>+416(SB), Y3, Y4
+	VSUBPS       constsAVX2<>+416(SB), Y4, Y5
+	VSUBPS       Y5, Y3, Y3
+	VMOVUPS      constsAVX2<>+448(SB), Y5
+	VFMADD213PS  constsAVX2<>+480(SB), Y3, Y5
+	VFMADD213PS  constsAVX2<>+512(SB), Y3, Y5
+	VFMADD213PS  constsAVX2<>+544(SB), Y3, Y5
+	VFMADD213PS  constsAVX2<>+576(SB), Y3, Y5
+	VFMADD213PS  constsAVX2<>+608(SB), Y3, Y5
+	VFMADD213PS  constsAVX2<>+352(SB), Y3, Y5
+	VPSLLD       $0x17, Y4, Y4
+	VPADDD       Y4, Y5, Y5
+	VANDPS       Y1, Y5, Y5
+	VBROADCASTSS (BX)(CX*4), Y1
+	VFMADD213PS  Y7, Y5, Y1
+	VMOVSS       X1, (BX)(CX*4)
+	VMOVSS       X2, (DX)(CX*4)
+	VMOVSS       X5, 512(AX)(CX*4)
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           scores_rows2_row1_noalibi
+	MOVQ         88(SP), DX
+	ADDQ         $0x01, DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX2<>+1024(SB), Y1
+	VCVTSI2SSQ   BX, X1, X1
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X1, X1
+	VBROADCASTSS X1, Y1
+	VADDPS       iotaAVX2<>+0(SB), Y1, Y1
+	VBROADCASTSS (CX)(DX*4), Y2
+	VMULPS       Y2, Y1, Y1
+	VADDPS       Y1, Y0, Y0
+
+scores_rows2_row1_noalibi:
+	VMOVUPS      constsAVX2<>+672(SB), Y1
+	VMOVUPS      672(AX), Y2
+	VBLENDVPS    Y2, Y1, Y0, Y0
+	MOVQ         88(SP), CX
+	ADDQ         $0x01, CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Y0, Y1
+	VPERM2F128   $0x01, Y1, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VPERMILPS    $0x4e, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VPERMILPS    $0xb1, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VBROADCASTSS (DX)(CX*4), Y2
+	VMAXPS       Y1, Y2, Y1
+	VMAXPS       constsAVX2<>+640(SB), Y1, Y3
+	VSUBPS       Y3, Y0, Y0
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y0, Y4
+	VMULPS       constsAVX2<>+64(SB), Y0, Y0
+	VADDPS       constsAVX2<>+416(SB), Y0, Y5
+	VSUBPS       constsAVX2<>+416(SB), Y5, Y6
+	VSUBPS       Y6, Y0, Y0
+	VMOVUPS      constsAVX2<>+448(SB), Y6
+	VFMADD213PS  constsAVX2<>+480(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+512(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+544(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+576(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+608(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+352(SB), Y0, Y6
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y6, Y6
+	VANDPS       Y4, Y6, Y6
+	MOVQ         CX, SI
+	SHLQ         $0x05, SI
+	VMOVUPS      Y6, (AX)(SI*1)
+	VPERM2F128   $0x01, Y6, Y6, Y0
+	VADDPS       Y0, Y6, Y6
+	VPERMILPS    $0x4e, Y6, Y0
+	VADDPS       Y0, Y6, Y6
+	VPERMILPS    $0xb1, Y6, Y0
+	VADDPS       Y0, Y6, Y6
+	VSUBPS       Y3, Y2, Y2
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y2, Y0
+	VMULPS       constsAVX2<>+64(SB), Y2, Y2
+	VADDPS       constsAVX2<>+416(SB), Y2, Y3
+	VSUBPS       constsAVX2<>+416(SB), Y3, Y4
+	VSUBPS       Y4, Y2, Y2
+	VMOVUPS      constsAVX2<>+448(SB), Y4
+	VFMADD213PS  constsAVX2<>+480(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+512(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+544(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+576(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+608(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+352(SB), Y2, Y4
+	VPSLLD       $0x17, Y3, Y3
+	VPADDD       Y3, Y4, Y4
+	VANDPS       Y0, Y4, Y4
+	VBROADCASTSS (BX)(CX*4), Y0
+	VFMADD213PS  Y6, Y4, Y0
+	VMOVSS       X0, (BX)(CX*4)
+	VMOVSS       X1, (DX)(CX*4)
+	VMOVSS       X4, 512(AX)(CX*4)
+	MOVQ         88(SP), CX
+	MOVQ         96(SP), DX
+	ADDQ         $0x02, CX
 	ADDQ         40(SP), DX
 	ADDQ         40(SP), DX
 	MOVQ         CX, 88(SP)
@@ -39219,7 +42219,7 @@ scalesv:
 	DECQ BX
 	JNZ  scalesv
 
-	// Scores and softmax in groups of [4 1] rows (with strided K, the first group prefetches).
+	// Scores and softmax in groups of [4 2 1] rows (with strided K, the first group prefetches).
 	MOVQ $0x00000000, 88(SP)
 	MOVQ q+0(FP), CX
 	MOVQ CX, 96(SP)
@@ -39229,6 +42229,8 @@ scalesv:
 	SUBQ 88(SP), CX
 	CMPQ CX, $0x04
 	JGE  scores_rows4_prefetched
+	CMPQ CX, $0x02
+	JGE  scores_rows2_prefetched
 	CMPQ CX, $0x01
 	JGE  scores_rows1_prefetched
 
@@ -40164,6 +43166,536 @@ scores_rows4_prefetched_row3_noalibi:
 	MOVQ         DX, 96(SP)
 	JMP          rowgroup
 
+scores_rows2_prefetched:
+	VMOVUPS constsAVX2<>+1024(SB), Y0
+	VMOVUPS constsAVX2<>+1024(SB), Y1
+	VMOVUPS constsAVX2<>+1024(SB), Y2
+	VMOVUPS constsAVX2<>+1024(SB), Y3
+	VMOVUPS constsAVX2<>+1024(SB), Y4
+	VMOVUPS constsAVX2<>+1024(SB), Y5
+	VMOVUPS constsAVX2<>+1024(SB), Y6
+	VMOVUPS constsAVX2<>+1024(SB), Y7
+	MOVQ    48(SP), CX
+	MOVQ    (SP), DX
+	LEAQ    (CX)(CX*2), BX
+	MOVQ    128(SP), SI
+	LEAQ    (DX)(SI*1), SI
+	MOVQ    96(SP), DI
+	MOVQ    40(SP), R8
+	MOVQ    32(SP), R9
+	TESTQ   R9, R9
+	JZ      scores_rows2_prefetched_pass0_last_dims
+
+scores_rows2_prefetched_pass0_dims:
+	VMOVUPS     (DI), Y8
+	VMOVUPS     (DI)(R8*1), Y9
+	MOVQ        32(SP), R10
+	SUBQ        R9, R10
+	SHRQ        $0x02, R10
+	SHLQ        $0x08, R10
+	PREFETCHT1  (SI)
+	VPMOVZXBD   (DX), Y10
+	VPAND       constsAVX2<>+1184(SB), Y10, Y10
+	VPOR        constsAVX2<>+1408(SB), Y10, Y10
+	VSUBPS      constsAVX2<>+1440(SB), Y10, Y10
+	VMULPS      704(AX)(R10*1), Y10, Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	PREFETCHT1  (SI)(CX*1)
+	VPMOVZXBD   (DX)(CX*1), Y10
+	VPAND       constsAVX2<>+1184(SB), Y10, Y10
+	VPOR        constsAVX2<>+1408(SB), Y10, Y10
+	VSUBPS      constsAVX2<>+1440(SB), Y10, Y10
+	VMULPS      736(AX)(R10*1), Y10, Y10
+	VFMADD231PS Y10, Y8, Y2
+	VFMADD231PS Y10, Y9, Y3
+	PREFETCHT1  (SI)(CX*2)
+	VPMOVZXBD   (DX)(CX*2), Y10
+	VPAND       constsAVX2<>+1184(SB), Y10, Y10
+	VPOR        constsAVX2<>+1408(SB), Y10, Y10
+	VSUBPS      constsAVX2<>+1440(SB), Y10, Y10
+	VMULPS      768(AX)(R10*1), Y10, Y10
+	VFMADD231PS Y10, Y8, Y4
+	VFMADD231PS Y10, Y9, Y5
+	PREFETCHT1  (SI)(BX*1)
+	VPMOVZXBD   (DX)(BX*1), Y10
+	VPAND       constsAVX2<>+1184(SB), Y10, Y10
+	VPOR        constsAVX2<>+1408(SB), Y10, Y10
+	VSUBPS      constsAVX2<>+1440(SB), Y10, Y10
+	VMULPS      800(AX)(R10*1), Y10, Y10
+	VFMADD231PS Y10, Y8, Y6
+	VFMADD231PS Y10, Y9, Y7
+	VMOVUPS     32(DI), Y8
+	VMOVUPS     32(DI)(R8*1), Y9
+	VPMOVZXBD   8(DX), Y10
+	VPAND       constsAVX2<>+1184(SB), Y10, Y10
+	VPOR        constsAVX2<>+1408(SB), Y10, Y10
+	VSUBPS      constsAVX2<>+1440(SB), Y10, Y10
+	VMULPS      704(AX)(R10*1), Y10, Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	VPMOVZXBD   8(DX)(CX*1), Y10
+	VPAND       constsAVX2<>+1184(SB), Y10, Y10
+	VPOR        constsAVX2<>+1408(SB), Y10, Y10
+	VSUBPS      constsAVX2<>+1440(SB), Y10, Y10
+	VMULPS      736(AX)(R10*1), Y10, Y10
+	VFMADD231PS Y10, Y8, Y2
+	VFMADD231PS Y10, Y9, Y3
+	VPMOVZXBD   8(DX)(CX*2), Y10
+	VPAND       constsAVX2<>+1184(SB), Y10, Y10
+	VPOR        constsAVX2<>+1408(SB), Y10, Y10
+	VSUBPS      constsAVX2<>+1440(SB), Y10, Y10
+	VMULPS      768(AX)(R10*1), Y10, Y10
+	VFMADD231PS Y10, Y8, Y4
+	VFMADD231PS Y10, Y9, Y5
+	VPMOVZXBD   8(DX)(BX*1), Y10
+	VPAND       constsAVX2<>+1184(SB), Y10, Y10
+	VPOR        constsAVX2<>+1408(SB), Y10, Y10
+	VSUBPS      constsAVX2<>+1440(SB), Y10, Y10
+	VMULPS      800(AX)(R10*1), Y10, Y10
+	VFMADD231PS Y10, Y8, Y6
+	VFMADD231PS Y10, Y9, Y7
+	VMOVUPS     64(DI), Y8
+	VMOVUPS     64(DI)(R8*1), Y9
+	VPMOVZXBD   (DX), Y10
+	VPSRLD      $0x04, Y10, Y10
+	VPOR        constsAVX2<>+1408(SB), Y10, Y10
+	VSUBPS      constsAVX2<>+1440(SB), Y10, Y10
+	VMULPS      704(AX)(R10*1), Y10, Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	VPMOVZXBD   (DX)(CX*1), Y10
+	VPSRLD      $0x04, Y10, Y10
+	VPOR        constsAVX2<>+1408(SB), Y10, Y10
+	VSUBPS      constsAVX2<>+1440(SB), Y10, Y10
+	VMULPS      736(AX)(R10*1), Y10, Y10
+	VFMADD231PS Y10, Y8, Y2
+	VFMADD231PS Y10, Y9, Y3
+	VPMOVZXBD   (DX)(CX*2), Y10
+	VPSRLD      $0x04, Y10, Y10
+	VPOR        constsAVX2<>+1408(SB), Y10, Y10
+	VSUBPS      constsAVX2<>+1440(SB), Y10, Y10
+	VMULPS      768(AX)(R10*1), Y10, Y10
+	VFMADD231PS Y10, Y8, Y4
+	VFMADD231PS Y10, Y9, Y5
+	VPMOVZXBD   (DX)(BX*1), Y10
+	VPSRLD      $0x04, Y10, Y10
+	VPOR        constsAVX2<>+1408(SB), Y10, Y10
+	VSUBPS      constsAVX2<>+1440(SB), Y10, Y10
+	VMULPS      800(AX)(R10*1), Y10, Y10
+	VFMADD231PS Y10, Y8, Y6
+	VFMADD231PS Y10, Y9, Y7
+	VMOVUPS     96(DI), Y8
+	VMOVUPS     96(DI)(R8*1), Y9
+	VPMOVZXBD   8(DX), Y10
+	VPSRLD      $0x04, Y10, Y10
+	VPOR        constsAVX2<>+1408(SB), Y10, Y10
+	VSUBPS      constsAVX2<>+1440(SB), Y10, Y10
+	VMULPS      704(AX)(R10*1), Y10, Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	VPMOVZXBD   8(DX)(CX*1), Y10
+	VPSRLD      $0x04, Y10, Y10
+	VPOR        constsAVX2<>+1408(SB), Y10, Y10
+	VSUBPS      constsAVX2<>+1440(SB), Y10, Y10
+	VMULPS      736(AX)(R10*1), Y10, Y10
+	VFMADD231PS Y10, Y8, Y2
+	VFMADD231PS Y10, Y9, Y3
+	VPMOVZXBD   8(DX)(CX*2), Y10
+	VPSRLD      $0x04, Y10, Y10
+	VPOR        constsAVX2<>+1408(SB), Y10, Y10
+	VSUBPS      constsAVX2<>+1440(SB), Y10, Y10
+	VMULPS      768(AX)(R10*1), Y10, Y10
+	VFMADD231PS Y10, Y8, Y4
+	VFMADD231PS Y10, Y9, Y5
+	VPMOVZXBD   8(DX)(BX*1), Y10
+	VPSRLD      $0x04, Y10, Y10
+	VPOR        constsAVX2<>+1408(SB), Y10, Y10
+	VSUBPS      constsAVX2<>+1440(SB), Y10, Y10
+	VMULPS      800(AX)(R10*1), Y10, Y10
+	VFMADD231PS Y10, Y8, Y6
+	VFMADD231PS Y10, Y9, Y7
+	ADDQ        $0x80, DI
+	ADDQ        $0x10, DX
+	ADDQ        $0x10, SI
+	SUBQ        $0x04, R9
+	JNZ         scores_rows2_prefetched_pass0_dims
+
+scores_rows2_prefetched_pass0_last_dims:
+	VPERM2F128 $0x31, Y1, Y0, Y8
+	VPERM2F128 $0x20, Y1, Y0, Y0
+	VADDPS     Y8, Y0, Y0
+	VPERM2F128 $0x31, Y3, Y2, Y1
+	VPERM2F128 $0x20, Y3, Y2, Y2
+	VADDPS     Y1, Y2, Y2
+	VPERM2F128 $0x31, Y5, Y4, Y1
+	VPERM2F128 $0x20, Y5, Y4, Y4
+	VADDPS     Y1, Y4, Y4
+	VPERM2F128 $0x31, Y7, Y6, Y1
+	VPERM2F128 $0x20, Y7, Y6, Y6
+	VADDPS     Y1, Y6, Y6
+	VSHUFPS    $0xee, Y2, Y0, Y1
+	VSHUFPS    $0x44, Y2, Y0, Y0
+	VADDPS     Y1, Y0, Y0
+	VSHUFPS    $0xee, Y6, Y4, Y1
+	VSHUFPS    $0x44, Y6, Y4, Y4
+	VADDPS     Y1, Y4, Y4
+	VSHUFPS    $0xdd, Y4, Y0, Y1
+	VSHUFPS    $0x88, Y4, Y0, Y0
+	VADDPS     Y1, Y0, Y0
+	VMOVUPS    Y0, Y10
+	VMOVUPS    constsAVX2<>+1024(SB), Y0
+	VMOVUPS    constsAVX2<>+1024(SB), Y1
+	VMOVUPS    constsAVX2<>+1024(SB), Y2
+	VMOVUPS    constsAVX2<>+1024(SB), Y3
+	VMOVUPS    constsAVX2<>+1024(SB), Y4
+	VMOVUPS    constsAVX2<>+1024(SB), Y5
+	VMOVUPS    constsAVX2<>+1024(SB), Y6
+	VMOVUPS    constsAVX2<>+1024(SB), Y7
+	MOVQ       48(SP), CX
+	MOVQ       (SP), DX
+	IMUL3Q     $0x04, CX, BX
+	ADDQ       BX, DX
+	LEAQ       (CX)(CX*2), BX
+	MOVQ       128(SP), SI
+	LEAQ       (DX)(SI*1), SI
+	MOVQ       96(SP), DI
+	MOVQ       40(SP), R8
+	MOVQ       32(SP), R9
+	TESTQ      R9, R9
+	JZ         scores_rows2_prefetched_pass1_last_dims
+
+scores_rows2_prefetched_pass1_dims:
+	VMOVUPS     (DI), Y8
+	VMOVUPS     (DI)(R8*1), Y9
+	MOVQ        32(SP), R10
+	SUBQ        R9, R10
+	SHRQ        $0x02, R10
+	SHLQ        $0x08, R10
+	PREFETCHT1  (SI)
+	VPMOVZXBD   (DX), Y11
+	VPAND       constsAVX2<>+1184(SB), Y11, Y11
+	VPOR        constsAVX2<>+1408(SB), Y11, Y11
+	VSUBPS      constsAVX2<>+1440(SB), Y11, Y11
+	VMULPS      832(AX)(R10*1), Y11, Y11
+	VFMADD231PS Y11, Y8, Y0
+	VFMADD231PS Y11, Y9, Y1
+	PREFETCHT1  (SI)(CX*1)
+	VPMOVZXBD   (DX)(CX*1), Y11
+	VPAND       constsAVX2<>+1184(SB), Y11, Y11
+	VPOR        constsAVX2<>+1408(SB), Y11, Y11
+	VSUBPS      constsAVX2<>+1440(SB), Y11, Y11
+	VMULPS      864(AX)(R10*1), Y11, Y11
+	VFMADD231PS Y11, Y8, Y2
+	VFMADD231PS Y11, Y9, Y3
+	PREFETCHT1  (SI)(CX*2)
+	VPMOVZXBD   (DX)(CX*2), Y11
+	VPAND       constsAVX2<>+1184(SB), Y11, Y11
+	VPOR        constsAVX2<>+1408(SB), Y11, Y11
+	VSUBPS      constsAVX2<>+1440(SB), Y11, Y11
+	VMULPS      896(AX)(R10*1), Y11, Y11
+	VFMADD231PS Y11, Y8, Y4
+	VFMADD231PS Y11, Y9, Y5
+	PREFETCHT1  (SI)(BX*1)
+	VPMOVZXBD   (DX)(BX*1), Y11
+	VPAND       constsAVX2<>+1184(SB), Y11, Y11
+	VPOR        constsAVX2<>+1408(SB), Y11, Y11
+	VSUBPS      constsAVX2<>+1440(SB), Y11, Y11
+	VMULPS      928(AX)(R10*1), Y11, Y11
+	VFMADD231PS Y11, Y8, Y6
+	VFMADD231PS Y11, Y9, Y7
+	VMOVUPS     32(DI), Y8
+	VMOVUPS     32(DI)(R8*1), Y9
+	VPMOVZXBD   8(DX), Y11
+	VPAND       constsAVX2<>+1184(SB), Y11, Y11
+	VPOR        constsAVX2<>+1408(SB), Y11, Y11
+	VSUBPS      constsAVX2<>+1440(SB), Y11, Y11
+	VMULPS      832(AX)(R10*1), Y11, Y11
+	VFMADD231PS Y11, Y8, Y0
+	VFMADD231PS Y11, Y9, Y1
+	VPMOVZXBD   8(DX)(CX*1), Y11
+	VPAND       constsAVX2<>+1184(SB), Y11, Y11
+	VPOR        constsAVX2<>+1408(SB), Y11, Y11
+	VSUBPS      constsAVX2<>+1440(SB), Y11, Y11
+	VMULPS      864(AX)(R10*1), Y11, Y11
+	VFMADD231PS Y11, Y8, Y2
+	VFMADD231PS Y11, Y9, Y3
+	VPMOVZXBD   8(DX)(CX*2), Y11
+	VPAND       constsAVX2<>+1184(SB), Y11, Y11
+	VPOR        constsAVX2<>+1408(SB), Y11, Y11
+	VSUBPS      constsAVX2<>+1440(SB), Y11, Y11
+	VMULPS      896(AX)(R10*1), Y11, Y11
+	VFMADD231PS Y11, Y8, Y4
+	VFMADD231PS Y11, Y9, Y5
+	VPMOVZXBD   8(DX)(BX*1), Y11
+	VPAND       constsAVX2<>+1184(SB), Y11, Y11
+	VPOR        constsAVX2<>+1408(SB), Y11, Y11
+	VSUBPS      constsAVX2<>+1440(SB), Y11, Y11
+	VMULPS      928(AX)(R10*1), Y11, Y11
+	VFMADD231PS Y11, Y8, Y6
+	VFMADD231PS Y11, Y9, Y7
+	VMOVUPS     64(DI), Y8
+	VMOVUPS     64(DI)(R8*1), Y9
+	VPMOVZXBD   (DX), Y11
+	VPSRLD      $0x04, Y11, Y11
+	VPOR        constsAVX2<>+1408(SB), Y11, Y11
+	VSUBPS      constsAVX2<>+1440(SB), Y11, Y11
+	VMULPS      832(AX)(R10*1), Y11, Y11
+	VFMADD231PS Y11, Y8, Y0
+	VFMADD231PS Y11, Y9, Y1
+	VPMOVZXBD   (DX)(CX*1), Y11
+	VPSRLD      $0x04, Y11, Y11
+	VPOR        constsAVX2<>+1408(SB), Y11, Y11
+	VSUBPS      constsAVX2<>+1440(SB), Y11, Y11
+	VMULPS      864(AX)(R10*1), Y11, Y11
+	VFMADD231PS Y11, Y8, Y2
+	VFMADD231PS Y11, Y9, Y3
+	VPMOVZXBD   (DX)(CX*2), Y11
+	VPSRLD      $0x04, Y11, Y11
+	VPOR        constsAVX2<>+1408(SB), Y11, Y11
+	VSUBPS      constsAVX2<>+1440(SB), Y11, Y11
+	VMULPS      896(AX)(R10*1), Y11, Y11
+	VFMADD231PS Y11, Y8, Y4
+	VFMADD231PS Y11, Y9, Y5
+	VPMOVZXBD   (DX)(BX*1), Y11
+	VPSRLD      $0x04, Y11, Y11
+	VPOR        constsAVX2<>+1408(SB), Y11, Y11
+	VSUBPS      constsAVX2<>+1440(SB), Y11, Y11
+	VMULPS      928(AX)(R10*1), Y11, Y11
+	VFMADD231PS Y11, Y8, Y6
+	VFMADD231PS Y11, Y9, Y7
+	VMOVUPS     96(DI), Y8
+	VMOVUPS     96(DI)(R8*1), Y9
+	VPMOVZXBD   8(DX), Y11
+	VPSRLD      $0x04, Y11, Y11
+	VPOR        constsAVX2<>+1408(SB), Y11, Y11
+	VSUBPS      constsAVX2<>+1440(SB), Y11, Y11
+	VMULPS      832(AX)(R10*1), Y11, Y11
+	VFMADD231PS Y11, Y8, Y0
+	VFMADD231PS Y11, Y9, Y1
+	VPMOVZXBD   8(DX)(CX*1), Y11
+	VPSRLD      $0x04, Y11, Y11
+	VPOR        constsAVX2<>+1408(SB), Y11, Y11
+	VSUBPS      constsAVX2<>+1440(SB), Y11, Y11
+	VMULPS      864(AX)(R10*1), Y11, Y11
+	VFMADD231PS Y11, Y8, Y2
+	VFMADD231PS Y11, Y9, Y3
+	VPMOVZXBD   8(DX)(CX*2), Y11
+	VPSRLD      $0x04, Y11, Y11
+	VPOR        constsAVX2<>+1408(SB), Y11, Y11
+	VSUBPS      constsAVX2<>+1440(SB), Y11, Y11
+	VMULPS      896(AX)(R10*1), Y11, Y11
+	VFMADD231PS Y11, Y8, Y4
+	VFMADD231PS Y11, Y9, Y5
+	VPMOVZXBD   8(DX)(BX*1), Y11
+	VPSRLD      $0x04, Y11, Y11
+	VPOR        constsAVX2<>+1408(SB), Y11, Y11
+	VSUBPS      constsAVX2<>+1440(SB), Y11, Y11
+	VMULPS      928(AX)(R10*1), Y11, Y11
+	VFMADD231PS Y11, Y8, Y6
+	VFMADD231PS Y11, Y9, Y7
+	ADDQ        $0x80, DI
+	ADDQ        $0x10, DX
+	ADDQ        $0x10, SI
+	SUBQ        $0x04, R9
+	JNZ         scores_rows2_prefetched_pass1_dims
+
+scores_rows2_prefetched_pass1_last_dims:
+	VPERM2F128   $0x31, Y1, Y0, Y8
+	VPERM2F128   $0x20, Y1, Y0, Y0
+	VADDPS       Y8, Y0, Y0
+	VPERM2F128   $0x31, Y3, Y2, Y1
+	VPERM2F128   $0x20, Y3, Y2, Y2
+	VADDPS       Y1, Y2, Y2
+	VPERM2F128   $0x31, Y5, Y4, Y1
+	VPERM2F128   $0x20, Y5, Y4, Y4
+	VADDPS       Y1, Y4, Y4
+	VPERM2F128   $0x31, Y7, Y6, Y1
+	VPERM2F128   $0x20, Y7, Y6, Y6
+	VADDPS       Y1, Y6, Y6
+	VSHUFPS      $0xee, Y2, Y0, Y1
+	VSHUFPS      $0x44, Y2, Y0, Y0
+	VADDPS       Y1, Y0, Y0
+	VSHUFPS      $0xee, Y6, Y4, Y1
+	VSHUFPS      $0x44, Y6, Y4, Y4
+	VADDPS       Y1, Y4, Y4
+	VSHUFPS      $0xdd, Y4, Y0, Y1
+	VSHUFPS      $0x88, Y4, Y0, Y0
+	VADDPS       Y1, Y0, Y0
+	VMOVUPS      Y0, Y0
+	VPERM2F128   $0x20, Y0, Y10, Y1
+	VPERM2F128   $0x31, Y0, Y10, Y0
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           scores_rows2_prefetched_row0_noalibi
+	MOVQ         88(SP), DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX2<>+1024(SB), Y2
+	VCVTSI2SSQ   BX, X2, X2
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X2, X2
+	VBROADCASTSS X2, Y2
+	VADDPS       iotaAVX2<>+0(SB), Y2, Y2
+	VBROADCASTSS (CX)(DX*4), Y3
+	VMULPS       Y3, Y2, Y2
+	VADDPS       Y2, Y1, Y1
+
+scores_rows2_prefetched_row0_noalibi:
+	VMOVUPS      constsAVX2<>+672(SB), Y2
+	VMOVUPS      672(AX), Y3
+	VBLENDVPS    Y3, Y2, Y1, Y1
+	MOVQ         88(SP), CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Y1, Y2
+	VPERM2F128   $0x01, Y2, Y2, Y3
+	VMAXPS       Y3, Y2, Y2
+	VPERMILPS    $0x4e, Y2, Y3
+	VMAXPS       Y3, Y2, Y2
+	VPERMILPS    $0xb1, Y2, Y3
+	VMAXPS       Y3, Y2, Y2
+	VBROADCASTSS (DX)(CX*4), Y3
+	VMAXPS       Y2, Y3, Y2
+	VMAXPS       constsAVX2<>+640(SB), Y2, Y4
+	VSUBPS       Y4, Y1, Y1
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y1, Y5
+	VMULPS       constsAVX2<>+64(SB), Y1, Y1
+	VADDPS       constsAVX2<>+416(SB), Y1, Y6
+	VSUBPS       constsAVX2<>+416(SB), Y6, Y7
+	VSUBPS       Y7, Y1, Y1
+	VMOVUPS      constsAVX2<>+448(SB), Y7
+	VFMADD213PS  constsAVX2<>+480(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+512(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+544(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+576(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+608(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+352(SB), Y1, Y7
+	VPSLLD       $0x17, Y6, Y6
+	VPADDD       Y6, Y7, Y7
+	VANDPS       Y5, Y7, Y7
+	MOVQ         CX, SI
+	SHLQ         $0x05, SI
+	VMOVUPS      Y7, (AX)(SI*1)
+	VPERM2F128   $0x01, Y7, Y7, Y1
+	VADDPS       Y1, Y7, Y7
+	VPERMILPS    $0x4e, Y7, Y1
+	VADDPS       Y1, Y7, Y7
+	VPERMILPS    $0xb1, Y7, Y1
+	VADDPS       Y1, Y7, Y7
+	VSUBPS       Y4, Y3, Y3
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y3, Y1
+	VMULPS       constsAVX2<>+64(SB), Y3, Y3
+	VADDPS       constsAVX2<>+416(SB), Y3, Y4
+	VSUBPS       constsAVX2<>+416(SB), Y4, Y5
+	VSUBPS       Y5, Y3, Y3
+	VMOVUPS      constsAVX2<>+448(SB), Y5
+	VFMADD213PS  constsAVX2<>+480(SB), Y3, Y5
+	VFMADD213PS  constsAVX2<>+512(SB), Y3, Y5
+	VFMADD213PS  constsAVX2<>+544(SB), Y3, Y5
+	VFMADD213PS  constsAVX2<>+576(SB), Y3, Y5
+	VFMADD213PS  constsAVX2<>+608(SB), Y3, Y5
+	VFMADD213PS  constsAVX2<>+352(SB), Y3, Y5
+	VPSLLD       $0x17, Y4, Y4
+	VPADDD       Y4, Y5, Y5
+	VANDPS       Y1, Y5, Y5
+	VBROADCASTSS (BX)(CX*4), Y1
+	VFMADD213PS  Y7, Y5, Y1
+	VMOVSS       X1, (BX)(CX*4)
+	VMOVSS       X2, (DX)(CX*4)
+	VMOVSS       X5, 512(AX)(CX*4)
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           scores_rows2_prefetched_row1_noalibi
+	MOVQ         88(SP), DX
+	ADDQ         $0x01, DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX2<>+1024(SB), Y1
+	VCVTSI2SSQ   BX, X1, X1
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X1, X1
+	VBROADCASTSS X1, Y1
+	VADDPS       iotaAVX2<>+0(SB), Y1, Y1
+	VBROADCASTSS (CX)(DX*4), Y2
+	VMULPS       Y2, Y1, Y1
+	VADDPS       Y1, Y0, Y0
+
+scores_rows2_prefetched_row1_noalibi:
+	VMOVUPS      constsAVX2<>+672(SB), Y1
+	VMOVUPS      672(AX), Y2
+	VBLENDVPS    Y2, Y1, Y0, Y0
+	MOVQ         88(SP), CX
+	ADDQ         $0x01, CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Y0, Y1
+	VPERM2F128   $0x01, Y1, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VPERMILPS    $0x4e, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VPERMILPS    $0xb1, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VBROADCASTSS (DX)(CX*4), Y2
+	VMAXPS       Y1, Y2, Y1
+	VMAXPS       constsAVX2<>+640(SB), Y1, Y3
+	VSUBPS       Y3, Y0, Y0
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y0, Y4
+	VMULPS       constsAVX2<>+64(SB), Y0, Y0
+	VADDPS       constsAVX2<>+416(SB), Y0, Y5
+	VSUBPS       constsAVX2<>+416(SB), Y5, Y6
+	VSUBPS       Y6, Y0, Y0
+	VMOVUPS      constsAVX2<>+448(SB), Y6
+	VFMADD213PS  constsAVX2<>+480(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+512(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+544(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+576(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+608(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+352(SB), Y0, Y6
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y6, Y6
+	VANDPS       Y4, Y6, Y6
+	MOVQ         CX, SI
+	SHLQ         $0x05, SI
+	VMOVUPS      Y6, (AX)(SI*1)
+	VPERM2F128   $0x01, Y6, Y6, Y0
+	VADDPS       Y0, Y6, Y6
+	VPERMILPS    $0x4e, Y6, Y0
+	VADDPS       Y0, Y6, Y6
+	VPERMILPS    $0xb1, Y6, Y0
+	VADDPS       Y0, Y6, Y6
+	VSUBPS       Y3, Y2, Y2
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y2, Y0
+	VMULPS       constsAVX2<>+64(SB), Y2, Y2
+	VADDPS       constsAVX2<>+416(SB), Y2, Y3
+	VSUBPS       constsAVX2<>+416(SB), Y3, Y4
+	VSUBPS       Y4, Y2, Y2
+	VMOVUPS      constsAVX2<>+448(SB), Y4
+	VFMADD213PS  constsAVX2<>+480(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+512(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+544(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+576(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+608(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+352(SB), Y2, Y4
+	VPSLLD       $0x17, Y3, Y3
+	VPADDD       Y3, Y4, Y4
+	VANDPS       Y0, Y4, Y4
+	VBROADCASTSS (BX)(CX*4), Y0
+	VFMADD213PS  Y6, Y4, Y0
+	VMOVSS       X0, (BX)(CX*4)
+	VMOVSS       X1, (DX)(CX*4)
+	VMOVSS       X4, 512(AX)(CX*4)
+	MOVQ         88(SP), CX
+	MOVQ         96(SP), DX
+	ADDQ         $0x02, CX
+	ADDQ         40(SP), DX
+	ADDQ         40(SP), DX
+	MOVQ         CX, 88(SP)
+	MOVQ         DX, 96(SP)
+	JMP          rowgroup
+
 scores_rows1_prefetched:
 	VMOVUPS constsAVX2<>+1024(SB), Y0
 	VMOVUPS constsAVX2<>+1024(SB), Y1
@@ -40521,6 +44053,8 @@ rowgroup:
 	JZ   pv
 	CMPQ CX, $0x04
 	JGE  scores_rows4
+	CMPQ CX, $0x02
+	JGE  scores_rows2
 	CMPQ CX, $0x01
 	JGE  scores_rows1
 
@@ -41430,6 +44964,522 @@ scores_rows4_row3_noalibi:
 	ADDQ         $0x04, CX
 	ADDQ         40(SP), DX
 	ADDQ         40(SP), DX
+	ADDQ         40(SP), DX
+	ADDQ         40(SP), DX
+	MOVQ         CX, 88(SP)
+	MOVQ         DX, 96(SP)
+	JMP          rowgroup
+
+scores_rows2:
+	VMOVUPS constsAVX2<>+1024(SB), Y0
+	VMOVUPS constsAVX2<>+1024(SB), Y1
+	VMOVUPS constsAVX2<>+1024(SB), Y2
+	VMOVUPS constsAVX2<>+1024(SB), Y3
+	VMOVUPS constsAVX2<>+1024(SB), Y4
+	VMOVUPS constsAVX2<>+1024(SB), Y5
+	VMOVUPS constsAVX2<>+1024(SB), Y6
+	VMOVUPS constsAVX2<>+1024(SB), Y7
+	MOVQ    48(SP), CX
+	MOVQ    (SP), DX
+	LEAQ    (CX)(CX*2), BX
+	MOVQ    96(SP), SI
+	MOVQ    40(SP), DI
+	MOVQ    32(SP), R8
+	TESTQ   R8, R8
+	JZ      scores_rows2_pass0_last_dims
+
+scores_rows2_pass0_dims:
+	VMOVUPS     (SI), Y8
+	VMOVUPS     (SI)(DI*1), Y9
+	MOVQ        32(SP), R9
+	SUBQ        R8, R9
+	SHRQ        $0x02, R9
+	SHLQ        $0x08, R9
+	VPMOVZXBD   (DX), Y10
+	VPAND       constsAVX2<>+1184(SB), Y10, Y10
+	VPOR        constsAVX2<>+1408(SB), Y10, Y10
+	VSUBPS      constsAVX2<>+1440(SB), Y10, Y10
+	VMULPS      704(AX)(R9*1), Y10, Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	VPMOVZXBD   (DX)(CX*1), Y10
+	VPAND       constsAVX2<>+1184(SB), Y10, Y10
+	VPOR        constsAVX2<>+1408(SB), Y10, Y10
+	VSUBPS      constsAVX2<>+1440(SB), Y10, Y10
+	VMULPS      736(AX)(R9*1), Y10, Y10
+	VFMADD231PS Y10, Y8, Y2
+	VFMADD231PS Y10, Y9, Y3
+	VPMOVZXBD   (DX)(CX*2), Y10
+	VPAND       constsAVX2<>+1184(SB), Y10, Y10
+	VPOR        constsAVX2<>+1408(SB), Y10, Y10
+	VSUBPS      constsAVX2<>+1440(SB), Y10, Y10
+	VMULPS      768(AX)(R9*1), Y10, Y10
+	VFMADD231PS Y10, Y8, Y4
+	VFMADD231PS Y10, Y9, Y5
+	VPMOVZXBD   (DX)(BX*1), Y10
+	VPAND       constsAVX2<>+1184(SB), Y10, Y10
+	VPOR        constsAVX2<>+1408(SB), Y10, Y10
+	VSUBPS      constsAVX2<>+1440(SB), Y10, Y10
+	VMULPS      800(AX)(R9*1), Y10, Y10
+	VFMADD231PS Y10, Y8, Y6
+	VFMADD231PS Y10, Y9, Y7
+	VMOVUPS     32(SI), Y8
+	VMOVUPS     32(SI)(DI*1), Y9
+	VPMOVZXBD   8(DX), Y10
+	VPAND       constsAVX2<>+1184(SB), Y10, Y10
+	VPOR        constsAVX2<>+1408(SB), Y10, Y10
+	VSUBPS      constsAVX2<>+1440(SB), Y10, Y10
+	VMULPS      704(AX)(R9*1), Y10, Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	VPMOVZXBD   8(DX)(CX*1), Y10
+	VPAND       constsAVX2<>+1184(SB), Y10, Y10
+	VPOR        constsAVX2<>+1408(SB), Y10, Y10
+	VSUBPS      constsAVX2<>+1440(SB), Y10, Y10
+	VMULPS      736(AX)(R9*1), Y10, Y10
+	VFMADD231PS Y10, Y8, Y2
+	VFMADD231PS Y10, Y9, Y3
+	VPMOVZXBD   8(DX)(CX*2), Y10
+	VPAND       constsAVX2<>+1184(SB), Y10, Y10
+	VPOR        constsAVX2<>+1408(SB), Y10, Y10
+	VSUBPS      constsAVX2<>+1440(SB), Y10, Y10
+	VMULPS      768(AX)(R9*1), Y10, Y10
+	VFMADD231PS Y10, Y8, Y4
+	VFMADD231PS Y10, Y9, Y5
+	VPMOVZXBD   8(DX)(BX*1), Y10
+	VPAND       constsAVX2<>+1184(SB), Y10, Y10
+	VPOR        constsAVX2<>+1408(SB), Y10, Y10
+	VSUBPS      constsAVX2<>+1440(SB), Y10, Y10
+	VMULPS      800(AX)(R9*1), Y10, Y10
+	VFMADD231PS Y10, Y8, Y6
+	VFMADD231PS Y10, Y9, Y7
+	VMOVUPS     64(SI), Y8
+	VMOVUPS     64(SI)(DI*1), Y9
+	VPMOVZXBD   (DX), Y10
+	VPSRLD      $0x04, Y10, Y10
+	VPOR        constsAVX2<>+1408(SB), Y10, Y10
+	VSUBPS      constsAVX2<>+1440(SB), Y10, Y10
+	VMULPS      704(AX)(R9*1), Y10, Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	VPMOVZXBD   (DX)(CX*1), Y10
+	VPSRLD      $0x04, Y10, Y10
+	VPOR        constsAVX2<>+1408(SB), Y10, Y10
+	VSUBPS      constsAVX2<>+1440(SB), Y10, Y10
+	VMULPS      736(AX)(R9*1), Y10, Y10
+	VFMADD231PS Y10, Y8, Y2
+	VFMADD231PS Y10, Y9, Y3
+	VPMOVZXBD   (DX)(CX*2), Y10
+	VPSRLD      $0x04, Y10, Y10
+	VPOR        constsAVX2<>+1408(SB), Y10, Y10
+	VSUBPS      constsAVX2<>+1440(SB), Y10, Y10
+	VMULPS      768(AX)(R9*1), Y10, Y10
+	VFMADD231PS Y10, Y8, Y4
+	VFMADD231PS Y10, Y9, Y5
+	VPMOVZXBD   (DX)(BX*1), Y10
+	VPSRLD      $0x04, Y10, Y10
+	VPOR        constsAVX2<>+1408(SB), Y10, Y10
+	VSUBPS      constsAVX2<>+1440(SB), Y10, Y10
+	VMULPS      800(AX)(R9*1), Y10, Y10
+	VFMADD231PS Y10, Y8, Y6
+	VFMADD231PS Y10, Y9, Y7
+	VMOVUPS     96(SI), Y8
+	VMOVUPS     96(SI)(DI*1), Y9
+	VPMOVZXBD   8(DX), Y10
+	VPSRLD      $0x04, Y10, Y10
+	VPOR        constsAVX2<>+1408(SB), Y10, Y10
+	VSUBPS      constsAVX2<>+1440(SB), Y10, Y10
+	VMULPS      704(AX)(R9*1), Y10, Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	VPMOVZXBD   8(DX)(CX*1), Y10
+	VPSRLD      $0x04, Y10, Y10
+	VPOR        constsAVX2<>+1408(SB), Y10, Y10
+	VSUBPS      constsAVX2<>+1440(SB), Y10, Y10
+	VMULPS      736(AX)(R9*1), Y10, Y10
+	VFMADD231PS Y10, Y8, Y2
+	VFMADD231PS Y10, Y9, Y3
+	VPMOVZXBD   8(DX)(CX*2), Y10
+	VPSRLD      $0x04, Y10, Y10
+	VPOR        constsAVX2<>+1408(SB), Y10, Y10
+	VSUBPS      constsAVX2<>+1440(SB), Y10, Y10
+	VMULPS      768(AX)(R9*1), Y10, Y10
+	VFMADD231PS Y10, Y8, Y4
+	VFMADD231PS Y10, Y9, Y5
+	VPMOVZXBD   8(DX)(BX*1), Y10
+	VPSRLD      $0x04, Y10, Y10
+	VPOR        constsAVX2<>+1408(SB), Y10, Y10
+	VSUBPS      constsAVX2<>+1440(SB), Y10, Y10
+	VMULPS      800(AX)(R9*1), Y10, Y10
+	VFMADD231PS Y10, Y8, Y6
+	VFMADD231PS Y10, Y9, Y7
+	ADDQ        $0x80, SI
+	ADDQ        $0x10, DX
+	SUBQ        $0x04, R8
+	JNZ         scores_rows2_pass0_dims
+
+scores_rows2_pass0_last_dims:
+	VPERM2F128 $0x31, Y1, Y0, Y8
+	VPERM2F128 $0x20, Y1, Y0, Y0
+	VADDPS     Y8, Y0, Y0
+	VPERM2F128 $0x31, Y3, Y2, Y1
+	VPERM2F128 $0x20, Y3, Y2, Y2
+	VADDPS     Y1, Y2, Y2
+	VPERM2F128 $0x31, Y5, Y4, Y1
+	VPERM2F128 $0x20, Y5, Y4, Y4
+	VADDPS     Y1, Y4, Y4
+	VPERM2F128 $0x31, Y7, Y6, Y1
+	VPERM2F128 $0x20, Y7, Y6, Y6
+	VADDPS     Y1, Y6, Y6
+	VSHUFPS    $0xee, Y2, Y0, Y1
+	VSHUFPS    $0x44, Y2, Y0, Y0
+	VADDPS     Y1, Y0, Y0
+	VSHUFPS    $0xee, Y6, Y4, Y1
+	VSHUFPS    $0x44, Y6, Y4, Y4
+	VADDPS     Y1, Y4, Y4
+	VSHUFPS    $0xdd, Y4, Y0, Y1
+	VSHUFPS    $0x88, Y4, Y0, Y0
+	VADDPS     Y1, Y0, Y0
+	VMOVUPS    Y0, Y10
+	VMOVUPS    constsAVX2<>+1024(SB), Y0
+	VMOVUPS    constsAVX2<>+1024(SB), Y1
+	VMOVUPS    constsAVX2<>+1024(SB), Y2
+	VMOVUPS    constsAVX2<>+1024(SB), Y3
+	VMOVUPS    constsAVX2<>+1024(SB), Y4
+	VMOVUPS    constsAVX2<>+1024(SB), Y5
+	VMOVUPS    constsAVX2<>+1024(SB), Y6
+	VMOVUPS    constsAVX2<>+1024(SB), Y7
+	MOVQ       48(SP), CX
+	MOVQ       (SP), DX
+	IMUL3Q     $0x04, CX, BX
+	ADDQ       BX, DX
+	LEAQ       (CX)(CX*2), BX
+	MOVQ       96(SP), SI
+	MOVQ       40(SP), DI
+	MOVQ       32(SP), R8
+	TESTQ      R8, R8
+	JZ         scores_rows2_pass1_last_dims
+
+scores_rows2_pass1_dims:
+	VMOVUPS     (SI), Y8
+	VMOVUPS     (SI)(DI*1), Y9
+	MOVQ        32(SP), R9
+	SUBQ        R8, R9
+	SHRQ        $0x02, R9
+	SHLQ        $0x08, R9
+	VPMOVZXBD   (DX), Y11
+	VPAND       constsAVX2<>+1184(SB), Y11, Y11
+	VPOR        constsAVX2<>+1408(SB), Y11, Y11
+	VSUBPS      constsAVX2<>+1440(SB), Y11, Y11
+	VMULPS      832(AX)(R9*1), Y11, Y11
+	VFMADD231PS Y11, Y8, Y0
+	VFMADD231PS Y11, Y9, Y1
+	VPMOVZXBD   (DX)(CX*1), Y11
+	VPAND       constsAVX2<>+1184(SB), Y11, Y11
+	VPOR        constsAVX2<>+1408(SB), Y11, Y11
+	VSUBPS      constsAVX2<>+1440(SB), Y11, Y11
+	VMULPS      864(AX)(R9*1), Y11, Y11
+	VFMADD231PS Y11, Y8, Y2
+	VFMADD231PS Y11, Y9, Y3
+	VPMOVZXBD   (DX)(CX*2), Y11
+	VPAND       constsAVX2<>+1184(SB), Y11, Y11
+	VPOR        constsAVX2<>+1408(SB), Y11, Y11
+	VSUBPS      constsAVX2<>+1440(SB), Y11, Y11
+	VMULPS      896(AX)(R9*1), Y11, Y11
+	VFMADD231PS Y11, Y8, Y4
+	VFMADD231PS Y11, Y9, Y5
+	VPMOVZXBD   (DX)(BX*1), Y11
+	VPAND       constsAVX2<>+1184(SB), Y11, Y11
+	VPOR        constsAVX2<>+1408(SB), Y11, Y11
+	VSUBPS      constsAVX2<>+1440(SB), Y11, Y11
+	VMULPS      928(AX)(R9*1), Y11, Y11
+	VFMADD231PS Y11, Y8, Y6
+	VFMADD231PS Y11, Y9, Y7
+	VMOVUPS     32(SI), Y8
+	VMOVUPS     32(SI)(DI*1), Y9
+	VPMOVZXBD   8(DX), Y11
+	VPAND       constsAVX2<>+1184(SB), Y11, Y11
+	VPOR        constsAVX2<>+1408(SB), Y11, Y11
+	VSUBPS      constsAVX2<>+1440(SB), Y11, Y11
+	VMULPS      832(AX)(R9*1), Y11, Y11
+	VFMADD231PS Y11, Y8, Y0
+	VFMADD231PS Y11, Y9, Y1
+	VPMOVZXBD   8(DX)(CX*1), Y11
+	VPAND       constsAVX2<>+1184(SB), Y11, Y11
+	VPOR        constsAVX2<>+1408(SB), Y11, Y11
+	VSUBPS      constsAVX2<>+1440(SB), Y11, Y11
+	VMULPS      864(AX)(R9*1), Y11, Y11
+	VFMADD231PS Y11, Y8, Y2
+	VFMADD231PS Y11, Y9, Y3
+	VPMOVZXBD   8(DX)(CX*2), Y11
+	VPAND       constsAVX2<>+1184(SB), Y11, Y11
+	VPOR        constsAVX2<>+1408(SB), Y11, Y11
+	VSUBPS      constsAVX2<>+1440(SB), Y11, Y11
+	VMULPS      896(AX)(R9*1), Y11, Y11
+	VFMADD231PS Y11, Y8, Y4
+	VFMADD231PS Y11, Y9, Y5
+	VPMOVZXBD   8(DX)(BX*1), Y11
+	VPAND       constsAVX2<>+1184(SB), Y11, Y11
+	VPOR        constsAVX2<>+1408(SB), Y11, Y11
+	VSUBPS      constsAVX2<>+1440(SB), Y11, Y11
+	VMULPS      928(AX)(R9*1), Y11, Y11
+	VFMADD231PS Y11, Y8, Y6
+	VFMADD231PS Y11, Y9, Y7
+	VMOVUPS     64(SI), Y8
+	VMOVUPS     64(SI)(DI*1), Y9
+	VPMOVZXBD   (DX), Y11
+	VPSRLD      $0x04, Y11, Y11
+	VPOR        constsAVX2<>+1408(SB), Y11, Y11
+	VSUBPS      constsAVX2<>+1440(SB), Y11, Y11
+	VMULPS      832(AX)(R9*1), Y11, Y11
+	VFMADD231PS Y11, Y8, Y0
+	VFMADD231PS Y11, Y9, Y1
+	VPMOVZXBD   (DX)(CX*1), Y11
+	VPSRLD      $0x04, Y11, Y11
+	VPOR        constsAVX2<>+1408(SB), Y11, Y11
+	VSUBPS      constsAVX2<>+1440(SB), Y11, Y11
+	VMULPS      864(AX)(R9*1), Y11, Y11
+	VFMADD231PS Y11, Y8, Y2
+	VFMADD231PS Y11, Y9, Y3
+	VPMOVZXBD   (DX)(CX*2), Y11
+	VPSRLD      $0x04, Y11, Y11
+	VPOR        constsAVX2<>+1408(SB), Y11, Y11
+	VSUBPS      constsAVX2<>+1440(SB), Y11, Y11
+	VMULPS      896(AX)(R9*1), Y11, Y11
+	VFMADD231PS Y11, Y8, Y4
+	VFMADD231PS Y11, Y9, Y5
+	VPMOVZXBD   (DX)(BX*1), Y11
+	VPSRLD      $0x04, Y11, Y11
+	VPOR        constsAVX2<>+1408(SB), Y11, Y11
+	VSUBPS      constsAVX2<>+1440(SB), Y11, Y11
+	VMULPS      928(AX)(R9*1), Y11, Y11
+	VFMADD231PS Y11, Y8, Y6
+	VFMADD231PS Y11, Y9, Y7
+	VMOVUPS     96(SI), Y8
+	VMOVUPS     96(SI)(DI*1), Y9
+	VPMOVZXBD   8(DX), Y11
+	VPSRLD      $0x04, Y11, Y11
+	VPOR        constsAVX2<>+1408(SB), Y11, Y11
+	VSUBPS      constsAVX2<>+1440(SB), Y11, Y11
+	VMULPS      832(AX)(R9*1), Y11, Y11
+	VFMADD231PS Y11, Y8, Y0
+	VFMADD231PS Y11, Y9, Y1
+	VPMOVZXBD   8(DX)(CX*1), Y11
+	VPSRLD      $0x04, Y11, Y11
+	VPOR        constsAVX2<>+1408(SB), Y11, Y11
+	VSUBPS      constsAVX2<>+1440(SB), Y11, Y11
+	VMULPS      864(AX)(R9*1), Y11, Y11
+	VFMADD231PS Y11, Y8, Y2
+	VFMADD231PS Y11, Y9, Y3
+	VPMOVZXBD   8(DX)(CX*2), Y11
+	VPSRLD      $0x04, Y11, Y11
+	VPOR        constsAVX2<>+1408(SB), Y11, Y11
+	VSUBPS      constsAVX2<>+1440(SB), Y11, Y11
+	VMULPS      896(AX)(R9*1), Y11, Y11
+	VFMADD231PS Y11, Y8, Y4
+	VFMADD231PS Y11, Y9, Y5
+	VPMOVZXBD   8(DX)(BX*1), Y11
+	VPSRLD      $0x04, Y11, Y11
+	VPOR        constsAVX2<>+1408(SB), Y11, Y11
+	VSUBPS      constsAVX2<>+1440(SB), Y11, Y11
+	VMULPS      928(AX)(R9*1), Y11, Y11
+	VFMADD231PS Y11, Y8, Y6
+	VFMADD231PS Y11, Y9, Y7
+	ADDQ        $0x80, SI
+	ADDQ        $0x10, DX
+	SUBQ        $0x04, R8
+	JNZ         scores_rows2_pass1_dims
+
+scores_rows2_pass1_last_dims:
+	VPERM2F128   $0x31, Y1, Y0, Y8
+	VPERM2F128   $0x20, Y1, Y0, Y0
+	VADDPS       Y8, Y0, Y0
+	VPERM2F128   $0x31, Y3, Y2, Y1
+	VPERM2F128   $0x20, Y3, Y2, Y2
+	VADDPS       Y1, Y2, Y2
+	VPERM2F128   $0x31, Y5, Y4, Y1
+	VPERM2F128   $0x20, Y5, Y4, Y4
+	VADDPS       Y1, Y4, Y4
+	VPERM2F128   $0x31, Y7, Y6, Y1
+	VPERM2F128   $0x20, Y7, Y6, Y6
+	VADDPS       Y1, Y6, Y6
+	VSHUFPS      $0xee, Y2, Y0, Y1
+	VSHUFPS      $0x44, Y2, Y0, Y0
+	VADDPS       Y1, Y0, Y0
+	VSHUFPS      $0xee, Y6, Y4, Y1
+	VSHUFPS      $0x44, Y6, Y4, Y4
+	VADDPS       Y1, Y4, Y4
+	VSHUFPS      $0xdd, Y4, Y0, Y1
+	VSHUFPS      $0x88, Y4, Y0, Y0
+	VADDPS       Y1, Y0, Y0
+	VMOVUPS      Y0, Y0
+	VPERM2F128   $0x20, Y0, Y10, Y1
+	VPERM2F128   $0x31, Y0, Y10, Y0
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           scores_rows2_row0_noalibi
+	MOVQ         88(SP), DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX2<>+1024(SB), Y2
+	VCVTSI2SSQ   BX, X2, X2
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X2, X2
+	VBROADCASTSS X2, Y2
+	VADDPS       iotaAVX2<>+0(SB), Y2, Y2
+	VBROADCASTSS (CX)(DX*4), Y3
+	VMULPS       Y3, Y2, Y2
+	VADDPS       Y2, Y1, Y1
+
+scores_rows2_row0_noalibi:
+	VMOVUPS      constsAVX2<>+672(SB), Y2
+	VMOVUPS      672(AX), Y3
+	VBLENDVPS    Y3, Y2, Y1, Y1
+	MOVQ         88(SP), CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Y1, Y2
+	VPERM2F128   $0x01, Y2, Y2, Y3
+	VMAXPS       Y3, Y2, Y2
+	VPERMILPS    $0x4e, Y2, Y3
+	VMAXPS       Y3, Y2, Y2
+	VPERMILPS    $0xb1, Y2, Y3
+	VMAXPS       Y3, Y2, Y2
+	VBROADCASTSS (DX)(CX*4), Y3
+	VMAXPS       Y2, Y3, Y2
+	VMAXPS       constsAVX2<>+640(SB), Y2, Y4
+	VSUBPS       Y4, Y1, Y1
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y1, Y5
+	VMULPS       constsAVX2<>+64(SB), Y1, Y1
+	VADDPS       constsAVX2<>+416(SB), Y1, Y6
+	VSUBPS       constsAVX2<>+416(SB), Y6, Y7
+	VSUBPS       Y7, Y1, Y1
+	VMOVUPS      constsAVX2<>+448(SB), Y7
+	VFMADD213PS  constsAVX2<>+480(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+512(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+544(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+576(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+608(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+352(SB), Y1, Y7
+	VPSLLD       $0x17, Y6, Y6
+	VPADDD       Y6, Y7, Y7
+	VANDPS       Y5, Y7, Y7
+	MOVQ         CX, SI
+	SHLQ         $0x05, SI
+	VMOVUPS      Y7, (AX)(SI*1)
+	VPERM2F128   $0x01, Y7, Y7, Y1
+	VADDPS       Y1, Y7, Y7
+	VPERMILPS    $0x4e, Y7, Y1
+	VADDPS       Y1, Y7, Y7
+	VPERMILPS    $0xb1, Y7, Y1
+	VADDPS       Y1, Y7, Y7
+	VSUBPS       Y4, Y3, Y3
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y3, Y1
+	VMULPS       constsAVX2<>+64(SB), Y3, Y3
+	VADDPS       constsAVX2<>+416(SB), Y3, Y4
+	VSUBPS       constsAVX2<>+416(SB), Y4, Y5
+	VSUBPS       Y5, Y3, Y3
+	VMOVUPS      constsAVX2<>+448(SB), Y5
+	VFMADD213PS  constsAVX2<>+480(SB), Y3, Y5
+	VFMADD213PS  constsAVX2<>+512(SB), Y3, Y5
+	VFMADD213PS  constsAVX2<>+544(SB), Y3, Y5
+	VFMADD213PS  constsAVX2<>+576(SB), Y3, Y5
+	VFMADD213PS  constsAVX2<>+608(SB), Y3, Y5
+	VFMADD213PS  constsAVX2<>+352(SB), Y3, Y5
+	VPSLLD       $0x17, Y4, Y4
+	VPADDD       Y4, Y5, Y5
+	VANDPS       Y1, Y5, Y5
+	VBROADCASTSS (BX)(CX*4), Y1
+	VFMADD213PS  Y7, Y5, Y1
+	VMOVSS       X1, (BX)(CX*4)
+	VMOVSS       X2, (DX)(CX*4)
+	VMOVSS       X5, 512(AX)(CX*4)
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           scores_rows2_row1_noalibi
+	MOVQ         88(SP), DX
+	ADDQ         $0x01, DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX2<>+1024(SB), Y1
+	VCVTSI2SSQ   BX, X1, X1
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X1, X1
+	VBROADCASTSS X1, Y1
+	VADDPS       iotaAVX2<>+0(SB), Y1, Y1
+	VBROADCASTSS (CX)(DX*4), Y2
+	VMULPS       Y2, Y1, Y1
+	VADDPS       Y1, Y0, Y0
+
+scores_rows2_row1_noalibi:
+	VMOVUPS      constsAVX2<>+672(SB), Y1
+	VMOVUPS      672(AX), Y2
+	VBLENDVPS    Y2, Y1, Y0, Y0
+	MOVQ         88(SP), CX
+	ADDQ         $0x01, CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Y0, Y1
+	VPERM2F128   $0x01, Y1, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VPERMILPS    $0x4e, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VPERMILPS    $0xb1, Y1, Y2
+	VMAXPS       Y2, Y1, Y1
+	VBROADCASTSS (DX)(CX*4), Y2
+	VMAXPS       Y1, Y2, Y1
+	VMAXPS       constsAVX2<>+640(SB), Y1, Y3
+	VSUBPS       Y3, Y0, Y0
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y0, Y4
+	VMULPS       constsAVX2<>+64(SB), Y0, Y0
+	VADDPS       constsAVX2<>+416(SB), Y0, Y5
+	VSUBPS       constsAVX2<>+416(SB), Y5, Y6
+	VSUBPS       Y6, Y0, Y0
+	VMOVUPS      constsAVX2<>+448(SB), Y6
+	VFMADD213PS  constsAVX2<>+480(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+512(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+544(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+576(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+608(SB), Y0, Y6
+	VFMADD213PS  constsAVX2<>+352(SB), Y0, Y6
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y6, Y6
+	VANDPS       Y4, Y6, Y6
+	MOVQ         CX, SI
+	SHLQ         $0x05, SI
+	VMOVUPS      Y6, (AX)(SI*1)
+	VPERM2F128   $0x01, Y6, Y6, Y0
+	VADDPS       Y0, Y6, Y6
+	VPERMILPS    $0x4e, Y6, Y0
+	VADDPS       Y0, Y6, Y6
+	VPERMILPS    $0xb1, Y6, Y0
+	VADDPS       Y0, Y6, Y6
+	VSUBPS       Y3, Y2, Y2
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y2, Y0
+	VMULPS       constsAVX2<>+64(SB), Y2, Y2
+	VADDPS       constsAVX2<>+416(SB), Y2, Y3
+	VSUBPS       constsAVX2<>+416(SB), Y3, Y4
+	VSUBPS       Y4, Y2, Y2
+	VMOVUPS      constsAVX2<>+448(SB), Y4
+	VFMADD213PS  constsAVX2<>+480(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+512(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+544(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+576(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+608(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+352(SB), Y2, Y4
+	VPSLLD       $0x17, Y3, Y3
+	VPADDD       Y3, Y4, Y4
+	VANDPS       Y0, Y4, Y4
+	VBROADCASTSS (BX)(CX*4), Y0
+	VFMADD213PS  Y6, Y4, Y0
+	VMOVSS       X0, (BX)(CX*4)
+	VMOVSS       X1, (DX)(CX*4)
+	VMOVSS       X4, 512(AX)(CX*4)
+	MOVQ         88(SP), CX
+	MOVQ         96(SP), DX
+	ADDQ         $0x02, CX
 	ADDQ         40(SP), DX
 	ADDQ         40(SP), DX
 	MOVQ         CX, 88(SP)
@@ -44606,7 +48656,7 @@ q8_tail:
 	ADDQ        $0x20, R8
 
 q8_done:
-	// Scores and softmax in groups of [4 1] rows (with strided K, the first group prefetches).
+	// Scores and softmax in groups of [4 2 1] rows (with strided K, the first group prefetches).
 	MOVQ $0x00000000, 88(SP)
 	MOVQ q+0(FP), CX
 	MOVQ CX, 96(SP)
@@ -44617,6 +48667,8 @@ rowgroup:
 	JZ   pv
 	CMPQ CX, $0x04
 	JGE  scores_rows4
+	CMPQ CX, $0x02
+	JGE  scores_rows2
 	CMPQ CX, $0x01
 	JGE  scores_rows1
 
@@ -45181,6 +49233,313 @@ scoresq8_rows4_row3_noalibi:
 	ADDQ         $0x04, CX
 	ADDQ         40(SP), DX
 	ADDQ         40(SP), DX
+	ADDQ         40(SP), DX
+	ADDQ         40(SP), DX
+	MOVQ         CX, 88(SP)
+	MOVQ         DX, 96(SP)
+	JMP          rowgroup
+
+scores_rows2:
+	MOVQ    88(SP), CX
+	MOVQ    q8+160(FP), DX
+	MOVQ    ldq8+168(FP), BX
+	MOVQ    CX, SI
+	IMULQ   BX, SI
+	ADDQ    SI, DX
+	MOVQ    176(SP), SI
+	SHLQ    $0x02, SI
+	MOVQ    qs+176(FP), DI
+	MOVQ    qc+184(FP), R8
+	IMULQ   SI, CX
+	ADDQ    CX, DI
+	ADDQ    CX, R8
+	MOVQ    208(SP), CX
+	ADDQ    AX, CX
+	LEAQ    704(AX), R9
+	MOVQ    176(SP), R10
+	VMOVUPS constsAVX2<>+1024(SB), Y0
+	VMOVUPS constsAVX2<>+1024(SB), Y1
+	VMOVDQU constsAVX2<>+1280(SB), Y2
+
+scoresq8_rows2:
+	VMOVUPS      constsAVX2<>+1024(SB), Y3
+	VMOVUPS      constsAVX2<>+1024(SB), Y4
+	VMOVDQU      (CX), Y5
+	VPABSB       Y5, Y6
+	VPBROADCASTD (DX), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y2, Y7, Y7
+	VPADDD       Y7, Y3, Y3
+	VPBROADCASTD (DX)(BX*1), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y2, Y7, Y7
+	VPADDD       Y7, Y4, Y4
+	VMOVDQU      32(CX), Y5
+	VPABSB       Y5, Y6
+	VPBROADCASTD 4(DX), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y2, Y7, Y7
+	VPADDD       Y7, Y3, Y3
+	VPBROADCASTD 4(DX)(BX*1), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y2, Y7, Y7
+	VPADDD       Y7, Y4, Y4
+	VMOVDQU      64(CX), Y5
+	VPABSB       Y5, Y6
+	VPBROADCASTD 8(DX), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y2, Y7, Y7
+	VPADDD       Y7, Y3, Y3
+	VPBROADCASTD 8(DX)(BX*1), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y2, Y7, Y7
+	VPADDD       Y7, Y4, Y4
+	VMOVDQU      96(CX), Y5
+	VPABSB       Y5, Y6
+	VPBROADCASTD 12(DX), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y2, Y7, Y7
+	VPADDD       Y7, Y3, Y3
+	VPBROADCASTD 12(DX)(BX*1), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y2, Y7, Y7
+	VPADDD       Y7, Y4, Y4
+	VMOVDQU      128(CX), Y5
+	VPABSB       Y5, Y6
+	VPBROADCASTD 16(DX), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y2, Y7, Y7
+	VPADDD       Y7, Y3, Y3
+	VPBROADCASTD 16(DX)(BX*1), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y2, Y7, Y7
+	VPADDD       Y7, Y4, Y4
+	VMOVDQU      160(CX), Y5
+	VPABSB       Y5, Y6
+	VPBROADCASTD 20(DX), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y2, Y7, Y7
+	VPADDD       Y7, Y3, Y3
+	VPBROADCASTD 20(DX)(BX*1), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y2, Y7, Y7
+	VPADDD       Y7, Y4, Y4
+	VMOVDQU      192(CX), Y5
+	VPABSB       Y5, Y6
+	VPBROADCASTD 24(DX), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y2, Y7, Y7
+	VPADDD       Y7, Y3, Y3
+	VPBROADCASTD 24(DX)(BX*1), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y2, Y7, Y7
+	VPADDD       Y7, Y4, Y4
+	VMOVDQU      224(CX), Y5
+	VPABSB       Y5, Y6
+	VPBROADCASTD 28(DX), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y2, Y7, Y7
+	VPADDD       Y7, Y3, Y3
+	VPBROADCASTD 28(DX)(BX*1), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y2, Y7, Y7
+	VPADDD       Y7, Y4, Y4
+	VCVTDQ2PS    Y3, Y3
+	VMULPS       (R9), Y3, Y3
+	VBROADCASTSS (DI), Y5
+	VFMADD231PS  Y5, Y3, Y0
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       (R9), Y4, Y4
+	VBROADCASTSS (DI)(SI*1), Y3
+	VFMADD231PS  Y3, Y4, Y1
+	ADDQ         $0x20, DX
+	ADDQ         $0x00000100, CX
+	ADDQ         $0x20, R9
+	ADDQ         $0x04, DI
+	ADDQ         $0x04, R8
+	DECQ         R10
+	JNZ          scoresq8_rows2
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           scoresq8_rows2_row0_noalibi
+	MOVQ         88(SP), DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX2<>+1024(SB), Y2
+	VCVTSI2SSQ   BX, X2, X2
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X2, X2
+	VBROADCASTSS X2, Y2
+	VADDPS       iotaAVX2<>+0(SB), Y2, Y2
+	VBROADCASTSS (CX)(DX*4), Y3
+	VMULPS       Y3, Y2, Y2
+	VADDPS       Y2, Y0, Y0
+
+scoresq8_rows2_row0_noalibi:
+	VMOVUPS      constsAVX2<>+672(SB), Y2
+	VMOVUPS      672(AX), Y3
+	VBLENDVPS    Y3, Y2, Y0, Y0
+	MOVQ         88(SP), CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Y0, Y2
+	VPERM2F128   $0x01, Y2, Y2, Y3
+	VMAXPS       Y3, Y2, Y2
+	VPERMILPS    $0x4e, Y2, Y3
+	VMAXPS       Y3, Y2, Y2
+	VPERMILPS    $0xb1, Y2, Y3
+	VMAXPS       Y3, Y2, Y2
+	VBROADCASTSS (DX)(CX*4), Y3
+	VMAXPS       Y2, Y3, Y2
+	VMAXPS       constsAVX2<>+640(SB), Y2, Y4
+	VSUBPS       Y4, Y0, Y0
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y0, Y5
+	VMULPS       constsAVX2<>+64(SB), Y0, Y0
+	VADDPS       constsAVX2<>+416(SB), Y0, Y6
+	VSUBPS       constsAVX2<>+416(SB), Y6, Y7
+	VSUBPS       Y7, Y0, Y0
+	VMOVUPS      constsAVX2<>+448(SB), Y7
+	VFMADD213PS  constsAVX2<>+480(SB), Y0, Y7
+	VFMADD213PS  constsAVX2<>+512(SB), Y0, Y7
+	VFMADD213PS  constsAVX2<>+544(SB), Y0, Y7
+	VFMADD213PS  constsAVX2<>+576(SB), Y0, Y7
+	VFMADD213PS  constsAVX2<>+608(SB), Y0, Y7
+	VFMADD213PS  constsAVX2<>+352(SB), Y0, Y7
+	VPSLLD       $0x17, Y6, Y6
+	VPADDD       Y6, Y7, Y7
+	VANDPS       Y5, Y7, Y7
+	MOVQ         CX, SI
+	SHLQ         $0x05, SI
+	VMOVUPS      Y7, (AX)(SI*1)
+	VPERM2F128   $0x01, Y7, Y7, Y0
+	VADDPS       Y0, Y7, Y7
+	VPERMILPS    $0x4e, Y7, Y0
+	VADDPS       Y0, Y7, Y7
+	VPERMILPS    $0xb1, Y7, Y0
+	VADDPS       Y0, Y7, Y7
+	VSUBPS       Y4, Y3, Y3
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y3, Y0
+	VMULPS       constsAVX2<>+64(SB), Y3, Y3
+	VADDPS       constsAVX2<>+416(SB), Y3, Y4
+	VSUBPS       constsAVX2<>+416(SB), Y4, Y5
+	VSUBPS       Y5, Y3, Y3
+	VMOVUPS      constsAVX2<>+448(SB), Y5
+	VFMADD213PS  constsAVX2<>+480(SB), Y3, Y5
+	VFMADD213PS  constsAVX2<>+512(SB), Y3, Y5
+	VFMADD213PS  constsAVX2<>+544(SB), Y3, Y5
+	VFMADD213PS  constsAVX2<>+576(SB), Y3, Y5
+	VFMADD213PS  constsAVX2<>+608(SB), Y3, Y5
+	VFMADD213PS  constsAVX2<>+352(SB), Y3, Y5
+	VPSLLD       $0x17, Y4, Y4
+	VPADDD       Y4, Y5, Y5
+	VANDPS       Y0, Y5, Y5
+	VBROADCASTSS (BX)(CX*4), Y0
+	VFMADD213PS  Y7, Y5, Y0
+	VMOVSS       X0, (BX)(CX*4)
+	VMOVSS       X2, (DX)(CX*4)
+	VMOVSS       X5, 512(AX)(CX*4)
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           scoresq8_rows2_row1_noalibi
+	MOVQ         88(SP), DX
+	ADDQ         $0x01, DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX2<>+1024(SB), Y0
+	VCVTSI2SSQ   BX, X0, X0
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X0, X0
+	VBROADCASTSS X0, Y0
+	VADDPS       iotaAVX2<>+0(SB), Y0, Y0
+	VBROADCASTSS (CX)(DX*4), Y2
+	VMULPS       Y2, Y0, Y0
+	VADDPS       Y0, Y1, Y1
+
+scoresq8_rows2_row1_noalibi:
+	VMOVUPS      constsAVX2<>+672(SB), Y0
+	VMOVUPS      672(AX), Y2
+	VBLENDVPS    Y2, Y0, Y1, Y1
+	MOVQ         88(SP), CX
+	ADDQ         $0x01, CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Y1, Y0
+	VPERM2F128   $0x01, Y0, Y0, Y2
+	VMAXPS       Y2, Y0, Y0
+	VPERMILPS    $0x4e, Y0, Y2
+	VMAXPS       Y2, Y0, Y0
+	VPERMILPS    $0xb1, Y0, Y2
+	VMAXPS       Y2, Y0, Y0
+	VBROADCASTSS (DX)(CX*4), Y2
+	VMAXPS       Y0, Y2, Y0
+	VMAXPS       constsAVX2<>+640(SB), Y0, Y3
+	VSUBPS       Y3, Y1, Y1
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y1, Y4
+	VMULPS       constsAVX2<>+64(SB), Y1, Y1
+	VADDPS       constsAVX2<>+416(SB), Y1, Y5
+	VSUBPS       constsAVX2<>+416(SB), Y5, Y6
+	VSUBPS       Y6, Y1, Y1
+	VMOVUPS      constsAVX2<>+448(SB), Y6
+	VFMADD213PS  constsAVX2<>+480(SB), Y1, Y6
+	VFMADD213PS  constsAVX2<>+512(SB), Y1, Y6
+	VFMADD213PS  constsAVX2<>+544(SB), Y1, Y6
+	VFMADD213PS  constsAVX2<>+576(SB), Y1, Y6
+	VFMADD213PS  constsAVX2<>+608(SB), Y1, Y6
+	VFMADD213PS  constsAVX2<>+352(SB), Y1, Y6
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y6, Y6
+	VANDPS       Y4, Y6, Y6
+	MOVQ         CX, SI
+	SHLQ         $0x05, SI
+	VMOVUPS      Y6, (AX)(SI*1)
+	VPERM2F128   $0x01, Y6, Y6, Y1
+	VADDPS       Y1, Y6, Y6
+	VPERMILPS    $0x4e, Y6, Y1
+	VADDPS       Y1, Y6, Y6
+	VPERMILPS    $0xb1, Y6, Y1
+	VADDPS       Y1, Y6, Y6
+	VSUBPS       Y3, Y2, Y2
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y2, Y1
+	VMULPS       constsAVX2<>+64(SB), Y2, Y2
+	VADDPS       constsAVX2<>+416(SB), Y2, Y3
+	VSUBPS       constsAVX2<>+416(SB), Y3, Y4
+	VSUBPS       Y4, Y2, Y2
+	VMOVUPS      constsAVX2<>+448(SB), Y4
+	VFMADD213PS  constsAVX2<>+480(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+512(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+544(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+576(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+608(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+352(SB), Y2, Y4
+	VPSLLD       $0x17, Y3, Y3
+	VPADDD       Y3, Y4, Y4
+	VANDPS       Y1, Y4, Y4
+	VBROADCASTSS (BX)(CX*4), Y1
+	VFMADD213PS  Y6, Y4, Y1
+	VMOVSS       X1, (BX)(CX*4)
+	VMOVSS       X0, (DX)(CX*4)
+	VMOVSS       X4, 512(AX)(CX*4)
+	MOVQ         88(SP), CX
+	MOVQ         96(SP), DX
+	ADDQ         $0x02, CX
 	ADDQ         40(SP), DX
 	ADDQ         40(SP), DX
 	MOVQ         CX, 88(SP)
@@ -48209,7 +52568,7 @@ q8_tail:
 	ADDQ        $0x20, R8
 
 q8_done:
-	// Scores and softmax in groups of [4 1] rows (with strided K, the first group prefetches).
+	// Scores and softmax in groups of [4 2 1] rows (with strided K, the first group prefetches).
 	MOVQ $0x00000000, 88(SP)
 	MOVQ q+0(FP), CX
 	MOVQ CX, 96(SP)
@@ -48220,6 +52579,8 @@ rowgroup:
 	JZ   pv
 	CMPQ CX, $0x04
 	JGE  scores_rows4
+	CMPQ CX, $0x02
+	JGE  scores_rows2
 	CMPQ CX, $0x01
 	JGE  scores_rows1
 
@@ -48679,6 +53040,256 @@ scoresq8_rows4_row3_noalibi:
 	ADDQ         $0x04, CX
 	ADDQ         40(SP), DX
 	ADDQ         40(SP), DX
+	ADDQ         40(SP), DX
+	ADDQ         40(SP), DX
+	MOVQ         CX, 88(SP)
+	MOVQ         DX, 96(SP)
+	JMP          rowgroup
+
+scores_rows2:
+	MOVQ    88(SP), CX
+	MOVQ    q8+160(FP), DX
+	MOVQ    ldq8+168(FP), BX
+	MOVQ    CX, SI
+	IMULQ   BX, SI
+	ADDQ    SI, DX
+	MOVQ    176(SP), SI
+	SHLQ    $0x02, SI
+	MOVQ    qs+176(FP), DI
+	MOVQ    qc+184(FP), R8
+	IMULQ   SI, CX
+	ADDQ    CX, DI
+	ADDQ    CX, R8
+	MOVQ    208(SP), CX
+	ADDQ    AX, CX
+	LEAQ    704(AX), R9
+	MOVQ    176(SP), R10
+	VMOVUPS constsAVX2<>+1024(SB), Y0
+	VMOVUPS constsAVX2<>+1024(SB), Y1
+
+scoresq8_rows2:
+	VPBROADCASTD (R8), Y2
+	VPBROADCASTD (R8)(SI*1), Y3
+	VMOVDQU      (CX), Y4
+	VPBROADCASTD (DX), Y5
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x5d; BYTE $0x50; BYTE $0xd5 // VPDPBUSD Y5, Y4, Y2
+	VPBROADCASTD (DX)(BX*1), Y5
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x5d; BYTE $0x50; BYTE $0xdd // VPDPBUSD Y5, Y4, Y3
+	VMOVDQU      32(CX), Y4
+	VPBROADCASTD 4(DX), Y5
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x5d; BYTE $0x50; BYTE $0xd5 // VPDPBUSD Y5, Y4, Y2
+	VPBROADCASTD 4(DX)(BX*1), Y5
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x5d; BYTE $0x50; BYTE $0xdd // VPDPBUSD Y5, Y4, Y3
+	VMOVDQU      64(CX), Y4
+	VPBROADCASTD 8(DX), Y5
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x5d; BYTE $0x50; BYTE $0xd5 // VPDPBUSD Y5, Y4, Y2
+	VPBROADCASTD 8(DX)(BX*1), Y5
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x5d; BYTE $0x50; BYTE $0xdd // VPDPBUSD Y5, Y4, Y3
+	VMOVDQU      96(CX), Y4
+	VPBROADCASTD 12(DX), Y5
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x5d; BYTE $0x50; BYTE $0xd5 // VPDPBUSD Y5, Y4, Y2
+	VPBROADCASTD 12(DX)(BX*1), Y5
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x5d; BYTE $0x50; BYTE $0xdd // VPDPBUSD Y5, Y4, Y3
+	VMOVDQU      128(CX), Y4
+	VPBROADCASTD 16(DX), Y5
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x5d; BYTE $0x50; BYTE $0xd5 // VPDPBUSD Y5, Y4, Y2
+	VPBROADCASTD 16(DX)(BX*1), Y5
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x5d; BYTE $0x50; BYTE $0xdd // VPDPBUSD Y5, Y4, Y3
+	VMOVDQU      160(CX), Y4
+	VPBROADCASTD 20(DX), Y5
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x5d; BYTE $0x50; BYTE $0xd5 // VPDPBUSD Y5, Y4, Y2
+	VPBROADCASTD 20(DX)(BX*1), Y5
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x5d; BYTE $0x50; BYTE $0xdd // VPDPBUSD Y5, Y4, Y3
+	VMOVDQU      192(CX), Y4
+	VPBROADCASTD 24(DX), Y5
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x5d; BYTE $0x50; BYTE $0xd5 // VPDPBUSD Y5, Y4, Y2
+	VPBROADCASTD 24(DX)(BX*1), Y5
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x5d; BYTE $0x50; BYTE $0xdd // VPDPBUSD Y5, Y4, Y3
+	VMOVDQU      224(CX), Y4
+	VPBROADCASTD 28(DX), Y5
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x5d; BYTE $0x50; BYTE $0xd5 // VPDPBUSD Y5, Y4, Y2
+	VPBROADCASTD 28(DX)(BX*1), Y5
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x5d; BYTE $0x50; BYTE $0xdd // VPDPBUSD Y5, Y4, Y3
+	VCVTDQ2PS    Y2, Y2
+	VMULPS       (R9), Y2, Y2
+	VBROADCASTSS (DI), Y4
+	VFMADD231PS  Y4, Y2, Y0
+	VCVTDQ2PS    Y3, Y3
+	VMULPS       (R9), Y3, Y3
+	VBROADCASTSS (DI)(SI*1), Y2
+	VFMADD231PS  Y2, Y3, Y1
+	ADDQ         $0x20, DX
+	ADDQ         $0x00000100, CX
+	ADDQ         $0x20, R9
+	ADDQ         $0x04, DI
+	ADDQ         $0x04, R8
+	DECQ         R10
+	JNZ          scoresq8_rows2
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           scoresq8_rows2_row0_noalibi
+	MOVQ         88(SP), DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX2<>+1024(SB), Y2
+	VCVTSI2SSQ   BX, X2, X2
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X2, X2
+	VBROADCASTSS X2, Y2
+	VADDPS       iotaAVX2<>+0(SB), Y2, Y2
+	VBROADCASTSS (CX)(DX*4), Y3
+	VMULPS       Y3, Y2, Y2
+	VADDPS       Y2, Y0, Y0
+
+scoresq8_rows2_row0_noalibi:
+	VMOVUPS      constsAVX2<>+672(SB), Y2
+	VMOVUPS      672(AX), Y3
+	VBLENDVPS    Y3, Y2, Y0, Y0
+	MOVQ         88(SP), CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Y0, Y2
+	VPERM2F128   $0x01, Y2, Y2, Y3
+	VMAXPS       Y3, Y2, Y2
+	VPERMILPS    $0x4e, Y2, Y3
+	VMAXPS       Y3, Y2, Y2
+	VPERMILPS    $0xb1, Y2, Y3
+	VMAXPS       Y3, Y2, Y2
+	VBROADCASTSS (DX)(CX*4), Y3
+	VMAXPS       Y2, Y3, Y2
+	VMAXPS       constsAVX2<>+640(SB), Y2, Y4
+	VSUBPS       Y4, Y0, Y0
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y0, Y5
+	VMULPS       constsAVX2<>+64(SB), Y0, Y0
+	VADDPS       constsAVX2<>+416(SB), Y0, Y6
+	VSUBPS       constsAVX2<>+416(SB), Y6, Y7
+	VSUBPS       Y7, Y0, Y0
+	VMOVUPS      constsAVX2<>+448(SB), Y7
+	VFMADD213PS  constsAVX2<>+480(SB), Y0, Y7
+	VFMADD213PS  constsAVX2<>+512(SB), Y0, Y7
+	VFMADD213PS  constsAVX2<>+544(SB), Y0, Y7
+	VFMADD213PS  constsAVX2<>+576(SB), Y0, Y7
+	VFMADD213PS  constsAVX2<>+608(SB), Y0, Y7
+	VFMADD213PS  constsAVX2<>+352(SB), Y0, Y7
+	VPSLLD       $0x17, Y6, Y6
+	VPADDD       Y6, Y7, Y7
+	VANDPS       Y5, Y7, Y7
+	MOVQ         CX, SI
+	SHLQ         $0x05, SI
+	VMOVUPS      Y7, (AX)(SI*1)
+	VPERM2F128   $0x01, Y7, Y7, Y0
+	VADDPS       Y0, Y7, Y7
+	VPERMILPS    $0x4e, Y7, Y0
+	VADDPS       Y0, Y7, Y7
+	VPERMILPS    $0xb1, Y7, Y0
+	VADDPS       Y0, Y7, Y7
+	VSUBPS       Y4, Y3, Y3
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y3, Y0
+	VMULPS       constsAVX2<>+64(SB), Y3, Y3
+	VADDPS       constsAVX2<>+416(SB), Y3, Y4
+	VSUBPS       constsAVX2<>+416(SB), Y4, Y5
+	VSUBPS       Y5, Y3, Y3
+	VMOVUPS      constsAVX2<>+448(SB), Y5
+	VFMADD213PS  constsAVX2<>+480(SB), Y3, Y5
+	VFMADD213PS  constsAVX2<>+512(SB), Y3, Y5
+	VFMADD213PS  constsAVX2<>+544(SB), Y3, Y5
+	VFMADD213PS  constsAVX2<>+576(SB), Y3, Y5
+	VFMADD213PS  constsAVX2<>+608(SB), Y3, Y5
+	VFMADD213PS  constsAVX2<>+352(SB), Y3, Y5
+	VPSLLD       $0x17, Y4, Y4
+	VPADDD       Y4, Y5, Y5
+	VANDPS       Y0, Y5, Y5
+	VBROADCASTSS (BX)(CX*4), Y0
+	VFMADD213PS  Y7, Y5, Y0
+	VMOVSS       X0, (BX)(CX*4)
+	VMOVSS       X2, (DX)(CX*4)
+	VMOVSS       X5, 512(AX)(CX*4)
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           scoresq8_rows2_row1_noalibi
+	MOVQ         88(SP), DX
+	ADDQ         $0x01, DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX2<>+1024(SB), Y0
+	VCVTSI2SSQ   BX, X0, X0
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X0, X0
+	VBROADCASTSS X0, Y0
+	VADDPS       iotaAVX2<>+0(SB), Y0, Y0
+	VBROADCASTSS (CX)(DX*4), Y2
+	VMULPS       Y2, Y0, Y0
+	VADDPS       Y0, Y1, Y1
+
+scoresq8_rows2_row1_noalibi:
+	VMOVUPS      constsAVX2<>+672(SB), Y0
+	VMOVUPS      672(AX), Y2
+	VBLENDVPS    Y2, Y0, Y1, Y1
+	MOVQ         88(SP), CX
+	ADDQ         $0x01, CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Y1, Y0
+	VPERM2F128   $0x01, Y0, Y0, Y2
+	VMAXPS       Y2, Y0, Y0
+	VPERMILPS    $0x4e, Y0, Y2
+	VMAXPS       Y2, Y0, Y0
+	VPERMILPS    $0xb1, Y0, Y2
+	VMAXPS       Y2, Y0, Y0
+	VBROADCASTSS (DX)(CX*4), Y2
+	VMAXPS       Y0, Y2, Y0
+	VMAXPS       constsAVX2<>+640(SB), Y0, Y3
+	VSUBPS       Y3, Y1, Y1
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y1, Y4
+	VMULPS       constsAVX2<>+64(SB), Y1, Y1
+	VADDPS       constsAVX2<>+416(SB), Y1, Y5
+	VSUBPS       constsAVX2<>+416(SB), Y5, Y6
+	VSUBPS       Y6, Y1, Y1
+	VMOVUPS      constsAVX2<>+448(SB), Y6
+	VFMADD213PS  constsAVX2<>+480(SB), Y1, Y6
+	VFMADD213PS  constsAVX2<>+512(SB), Y1, Y6
+	VFMADD213PS  constsAVX2<>+544(SB), Y1, Y6
+	VFMADD213PS  constsAVX2<>+576(SB), Y1, Y6
+	VFMADD213PS  constsAVX2<>+608(SB), Y1, Y6
+	VFMADD213PS  constsAVX2<>+352(SB), Y1, Y6
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y6, Y6
+	VANDPS       Y4, Y6, Y6
+	MOVQ         CX, SI
+	SHLQ         $0x05, SI
+	VMOVUPS      Y6, (AX)(SI*1)
+	VPERM2F128   $0x01, Y6, Y6, Y1
+	VADDPS       Y1, Y6, Y6
+	VPERMILPS    $0x4e, Y6, Y1
+	VADDPS       Y1, Y6, Y6
+	VPERMILPS    $0xb1, Y6, Y1
+	VADDPS       Y1, Y6, Y6
+	VSUBPS       Y3, Y2, Y2
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y2, Y1
+	VMULPS       constsAVX2<>+64(SB), Y2, Y2
+	VADDPS       constsAVX2<>+416(SB), Y2, Y3
+	VSUBPS       constsAVX2<>+416(SB), Y3, Y4
+	VSUBPS       Y4, Y2, Y2
+	VMOVUPS      constsAVX2<>+448(SB), Y4
+	VFMADD213PS  constsAVX2<>+480(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+512(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+544(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+576(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+608(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+352(SB), Y2, Y4
+	VPSLLD       $0x17, Y3, Y3
+	VPADDD       Y3, Y4, Y4
+	VANDPS       Y1, Y4, Y4
+	VBROADCASTSS (BX)(CX*4), Y1
+	VFMADD213PS  Y6, Y4, Y1
+	VMOVSS       X1, (BX)(CX*4)
+	VMOVSS       X0, (DX)(CX*4)
+	VMOVSS       X4, 512(AX)(CX*4)
+	MOVQ         88(SP), CX
+	MOVQ         96(SP), DX
+	ADDQ         $0x02, CX
 	ADDQ         40(SP), DX
 	ADDQ         40(SP), DX
 	MOVQ         CX, 88(SP)
@@ -51663,7 +56274,7 @@ q8_tail:
 	ADDQ        $0x20, R8
 
 q8_done:
-	// Scores and softmax in groups of [4 1] rows (with strided K, the first group prefetches).
+	// Scores and softmax in groups of [4 2 1] rows (with strided K, the first group prefetches).
 	MOVQ $0x00000000, 88(SP)
 	MOVQ q+0(FP), CX
 	MOVQ CX, 96(SP)
@@ -51674,6 +56285,8 @@ rowgroup:
 	JZ   pv
 	CMPQ CX, $0x04
 	JGE  scores_rows4
+	CMPQ CX, $0x02
+	JGE  scores_rows2
 	CMPQ CX, $0x01
 	JGE  scores_rows1
 
@@ -52133,6 +56746,256 @@ scoresq8_rows4_row3_noalibi:
 	ADDQ         $0x04, CX
 	ADDQ         40(SP), DX
 	ADDQ         40(SP), DX
+	ADDQ         40(SP), DX
+	ADDQ         40(SP), DX
+	MOVQ         CX, 88(SP)
+	MOVQ         DX, 96(SP)
+	JMP          rowgroup
+
+scores_rows2:
+	MOVQ    88(SP), CX
+	MOVQ    q8+160(FP), DX
+	MOVQ    ldq8+168(FP), BX
+	MOVQ    CX, SI
+	IMULQ   BX, SI
+	ADDQ    SI, DX
+	MOVQ    176(SP), SI
+	SHLQ    $0x02, SI
+	MOVQ    qs+176(FP), DI
+	MOVQ    qc+184(FP), R8
+	IMULQ   SI, CX
+	ADDQ    CX, DI
+	ADDQ    CX, R8
+	MOVQ    208(SP), CX
+	ADDQ    AX, CX
+	LEAQ    704(AX), R9
+	MOVQ    176(SP), R10
+	VMOVUPS constsAVX2<>+1024(SB), Y0
+	VMOVUPS constsAVX2<>+1024(SB), Y1
+
+scoresq8_rows2:
+	VPBROADCASTD (R8), Y2
+	VPBROADCASTD (R8)(SI*1), Y3
+	VMOVDQU      (CX), Y4
+	VPBROADCASTD (DX), Y5
+	BYTE $0x62; BYTE $0xf2; BYTE $0x5d; BYTE $0x28; BYTE $0x50; BYTE $0xd5 // VPDPBUSD Y5, Y4, Y2
+	VPBROADCASTD (DX)(BX*1), Y5
+	BYTE $0x62; BYTE $0xf2; BYTE $0x5d; BYTE $0x28; BYTE $0x50; BYTE $0xdd // VPDPBUSD Y5, Y4, Y3
+	VMOVDQU      32(CX), Y4
+	VPBROADCASTD 4(DX), Y5
+	BYTE $0x62; BYTE $0xf2; BYTE $0x5d; BYTE $0x28; BYTE $0x50; BYTE $0xd5 // VPDPBUSD Y5, Y4, Y2
+	VPBROADCASTD 4(DX)(BX*1), Y5
+	BYTE $0x62; BYTE $0xf2; BYTE $0x5d; BYTE $0x28; BYTE $0x50; BYTE $0xdd // VPDPBUSD Y5, Y4, Y3
+	VMOVDQU      64(CX), Y4
+	VPBROADCASTD 8(DX), Y5
+	BYTE $0x62; BYTE $0xf2; BYTE $0x5d; BYTE $0x28; BYTE $0x50; BYTE $0xd5 // VPDPBUSD Y5, Y4, Y2
+	VPBROADCASTD 8(DX)(BX*1), Y5
+	BYTE $0x62; BYTE $0xf2; BYTE $0x5d; BYTE $0x28; BYTE $0x50; BYTE $0xdd // VPDPBUSD Y5, Y4, Y3
+	VMOVDQU      96(CX), Y4
+	VPBROADCASTD 12(DX), Y5
+	BYTE $0x62; BYTE $0xf2; BYTE $0x5d; BYTE $0x28; BYTE $0x50; BYTE $0xd5 // VPDPBUSD Y5, Y4, Y2
+	VPBROADCASTD 12(DX)(BX*1), Y5
+	BYTE $0x62; BYTE $0xf2; BYTE $0x5d; BYTE $0x28; BYTE $0x50; BYTE $0xdd // VPDPBUSD Y5, Y4, Y3
+	VMOVDQU      128(CX), Y4
+	VPBROADCASTD 16(DX), Y5
+	BYTE $0x62; BYTE $0xf2; BYTE $0x5d; BYTE $0x28; BYTE $0x50; BYTE $0xd5 // VPDPBUSD Y5, Y4, Y2
+	VPBROADCASTD 16(DX)(BX*1), Y5
+	BYTE $0x62; BYTE $0xf2; BYTE $0x5d; BYTE $0x28; BYTE $0x50; BYTE $0xdd // VPDPBUSD Y5, Y4, Y3
+	VMOVDQU      160(CX), Y4
+	VPBROADCASTD 20(DX), Y5
+	BYTE $0x62; BYTE $0xf2; BYTE $0x5d; BYTE $0x28; BYTE $0x50; BYTE $0xd5 // VPDPBUSD Y5, Y4, Y2
+	VPBROADCASTD 20(DX)(BX*1), Y5
+	BYTE $0x62; BYTE $0xf2; BYTE $0x5d; BYTE $0x28; BYTE $0x50; BYTE $0xdd // VPDPBUSD Y5, Y4, Y3
+	VMOVDQU      192(CX), Y4
+	VPBROADCASTD 24(DX), Y5
+	BYTE $0x62; BYTE $0xf2; BYTE $0x5d; BYTE $0x28; BYTE $0x50; BYTE $0xd5 // VPDPBUSD Y5, Y4, Y2
+	VPBROADCASTD 24(DX)(BX*1), Y5
+	BYTE $0x62; BYTE $0xf2; BYTE $0x5d; BYTE $0x28; BYTE $0x50; BYTE $0xdd // VPDPBUSD Y5, Y4, Y3
+	VMOVDQU      224(CX), Y4
+	VPBROADCASTD 28(DX), Y5
+	BYTE $0x62; BYTE $0xf2; BYTE $0x5d; BYTE $0x28; BYTE $0x50; BYTE $0xd5 // VPDPBUSD Y5, Y4, Y2
+	VPBROADCASTD 28(DX)(BX*1), Y5
+	BYTE $0x62; BYTE $0xf2; BYTE $0x5d; BYTE $0x28; BYTE $0x50; BYTE $0xdd // VPDPBUSD Y5, Y4, Y3
+	VCVTDQ2PS    Y2, Y2
+	VMULPS       (R9), Y2, Y2
+	VBROADCASTSS (DI), Y4
+	VFMADD231PS  Y4, Y2, Y0
+	VCVTDQ2PS    Y3, Y3
+	VMULPS       (R9), Y3, Y3
+	VBROADCASTSS (DI)(SI*1), Y2
+	VFMADD231PS  Y2, Y3, Y1
+	ADDQ         $0x20, DX
+	ADDQ         $0x00000100, CX
+	ADDQ         $0x20, R9
+	ADDQ         $0x04, DI
+	ADDQ         $0x04, R8
+	DECQ         R10
+	JNZ          scoresq8_rows2
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           scoresq8_rows2_row0_noalibi
+	MOVQ         88(SP), DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX2<>+1024(SB), Y2
+	VCVTSI2SSQ   BX, X2, X2
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X2, X2
+	VBROADCASTSS X2, Y2
+	VADDPS       iotaAVX2<>+0(SB), Y2, Y2
+	VBROADCASTSS (CX)(DX*4), Y3
+	VMULPS       Y3, Y2, Y2
+	VADDPS       Y2, Y0, Y0
+
+scoresq8_rows2_row0_noalibi:
+	VMOVUPS      constsAVX2<>+672(SB), Y2
+	VMOVUPS      672(AX), Y3
+	VBLENDVPS    Y3, Y2, Y0, Y0
+	MOVQ         88(SP), CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Y0, Y2
+	VPERM2F128   $0x01, Y2, Y2, Y3
+	VMAXPS       Y3, Y2, Y2
+	VPERMILPS    $0x4e, Y2, Y3
+	VMAXPS       Y3, Y2, Y2
+	VPERMILPS    $0xb1, Y2, Y3
+	VMAXPS       Y3, Y2, Y2
+	VBROADCASTSS (DX)(CX*4), Y3
+	VMAXPS       Y2, Y3, Y2
+	VMAXPS       constsAVX2<>+640(SB), Y2, Y4
+	VSUBPS       Y4, Y0, Y0
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y0, Y5
+	VMULPS       constsAVX2<>+64(SB), Y0, Y0
+	VADDPS       constsAVX2<>+416(SB), Y0, Y6
+	VSUBPS       constsAVX2<>+416(SB), Y6, Y7
+	VSUBPS       Y7, Y0, Y0
+	VMOVUPS      constsAVX2<>+448(SB), Y7
+	VFMADD213PS  constsAVX2<>+480(SB), Y0, Y7
+	VFMADD213PS  constsAVX2<>+512(SB), Y0, Y7
+	VFMADD213PS  constsAVX2<>+544(SB), Y0, Y7
+	VFMADD213PS  constsAVX2<>+576(SB), Y0, Y7
+	VFMADD213PS  constsAVX2<>+608(SB), Y0, Y7
+	VFMADD213PS  constsAVX2<>+352(SB), Y0, Y7
+	VPSLLD       $0x17, Y6, Y6
+	VPADDD       Y6, Y7, Y7
+	VANDPS       Y5, Y7, Y7
+	MOVQ         CX, SI
+	SHLQ         $0x05, SI
+	VMOVUPS      Y7, (AX)(SI*1)
+	VPERM2F128   $0x01, Y7, Y7, Y0
+	VADDPS       Y0, Y7, Y7
+	VPERMILPS    $0x4e, Y7, Y0
+	VADDPS       Y0, Y7, Y7
+	VPERMILPS    $0xb1, Y7, Y0
+	VADDPS       Y0, Y7, Y7
+	VSUBPS       Y4, Y3, Y3
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y3, Y0
+	VMULPS       constsAVX2<>+64(SB), Y3, Y3
+	VADDPS       constsAVX2<>+416(SB), Y3, Y4
+	VSUBPS       constsAVX2<>+416(SB), Y4, Y5
+	VSUBPS       Y5, Y3, Y3
+	VMOVUPS      constsAVX2<>+448(SB), Y5
+	VFMADD213PS  constsAVX2<>+480(SB), Y3, Y5
+	VFMADD213PS  constsAVX2<>+512(SB), Y3, Y5
+	VFMADD213PS  constsAVX2<>+544(SB), Y3, Y5
+	VFMADD213PS  constsAVX2<>+576(SB), Y3, Y5
+	VFMADD213PS  constsAVX2<>+608(SB), Y3, Y5
+	VFMADD213PS  constsAVX2<>+352(SB), Y3, Y5
+	VPSLLD       $0x17, Y4, Y4
+	VPADDD       Y4, Y5, Y5
+	VANDPS       Y0, Y5, Y5
+	VBROADCASTSS (BX)(CX*4), Y0
+	VFMADD213PS  Y7, Y5, Y0
+	VMOVSS       X0, (BX)(CX*4)
+	VMOVSS       X2, (DX)(CX*4)
+	VMOVSS       X5, 512(AX)(CX*4)
+	MOVQ         alibi+120(FP), CX
+	TESTQ        CX, CX
+	JZ           scoresq8_rows2_row1_noalibi
+	MOVQ         88(SP), DX
+	ADDQ         $0x01, DX
+	MOVQ         nk+64(FP), BX
+	SUBQ         16(SP), BX
+	VMOVUPS      constsAVX2<>+1024(SB), Y0
+	VCVTSI2SSQ   BX, X0, X0
+	MOVQ         rows+8(FP), BX
+	LEAQ         (CX)(BX*4), BX
+	VADDSS       (BX)(DX*4), X0, X0
+	VBROADCASTSS X0, Y0
+	VADDPS       iotaAVX2<>+0(SB), Y0, Y0
+	VBROADCASTSS (CX)(DX*4), Y2
+	VMULPS       Y2, Y0, Y0
+	VADDPS       Y0, Y1, Y1
+
+scoresq8_rows2_row1_noalibi:
+	VMOVUPS      constsAVX2<>+672(SB), Y0
+	VMOVUPS      672(AX), Y2
+	VBLENDVPS    Y2, Y0, Y1, Y1
+	MOVQ         88(SP), CX
+	ADDQ         $0x01, CX
+	MOVQ         m+96(FP), DX
+	MOVQ         l+104(FP), BX
+	VMOVUPS      Y1, Y0
+	VPERM2F128   $0x01, Y0, Y0, Y2
+	VMAXPS       Y2, Y0, Y0
+	VPERMILPS    $0x4e, Y0, Y2
+	VMAXPS       Y2, Y0, Y0
+	VPERMILPS    $0xb1, Y0, Y2
+	VMAXPS       Y2, Y0, Y0
+	VBROADCASTSS (DX)(CX*4), Y2
+	VMAXPS       Y0, Y2, Y0
+	VMAXPS       constsAVX2<>+640(SB), Y0, Y3
+	VSUBPS       Y3, Y1, Y1
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y1, Y4
+	VMULPS       constsAVX2<>+64(SB), Y1, Y1
+	VADDPS       constsAVX2<>+416(SB), Y1, Y5
+	VSUBPS       constsAVX2<>+416(SB), Y5, Y6
+	VSUBPS       Y6, Y1, Y1
+	VMOVUPS      constsAVX2<>+448(SB), Y6
+	VFMADD213PS  constsAVX2<>+480(SB), Y1, Y6
+	VFMADD213PS  constsAVX2<>+512(SB), Y1, Y6
+	VFMADD213PS  constsAVX2<>+544(SB), Y1, Y6
+	VFMADD213PS  constsAVX2<>+576(SB), Y1, Y6
+	VFMADD213PS  constsAVX2<>+608(SB), Y1, Y6
+	VFMADD213PS  constsAVX2<>+352(SB), Y1, Y6
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y6, Y6
+	VANDPS       Y4, Y6, Y6
+	MOVQ         CX, SI
+	SHLQ         $0x05, SI
+	VMOVUPS      Y6, (AX)(SI*1)
+	VPERM2F128   $0x01, Y6, Y6, Y1
+	VADDPS       Y1, Y6, Y6
+	VPERMILPS    $0x4e, Y6, Y1
+	VADDPS       Y1, Y6, Y6
+	VPERMILPS    $0xb1, Y6, Y1
+	VADDPS       Y1, Y6, Y6
+	VSUBPS       Y3, Y2, Y2
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y2, Y1
+	VMULPS       constsAVX2<>+64(SB), Y2, Y2
+	VADDPS       constsAVX2<>+416(SB), Y2, Y3
+	VSUBPS       constsAVX2<>+416(SB), Y3, Y4
+	VSUBPS       Y4, Y2, Y2
+	VMOVUPS      constsAVX2<>+448(SB), Y4
+	VFMADD213PS  constsAVX2<>+480(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+512(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+544(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+576(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+608(SB), Y2, Y4
+	VFMADD213PS  constsAVX2<>+352(SB), Y2, Y4
+	VPSLLD       $0x17, Y3, Y3
+	VPADDD       Y3, Y4, Y4
+	VANDPS       Y1, Y4, Y4
+	VBROADCASTSS (BX)(CX*4), Y1
+	VFMADD213PS  Y6, Y4, Y1
+	VMOVSS       X1, (BX)(CX*4)
+	VMOVSS       X0, (DX)(CX*4)
+	VMOVSS       X4, 512(AX)(CX*4)
+	MOVQ         88(SP), CX
+	MOVQ         96(SP), DX
+	ADDQ         $0x02, CX
 	ADDQ         40(SP), DX
 	ADDQ         40(SP), DX
 	MOVQ         CX, 88(SP)

@@ -121,7 +121,7 @@ func BenchmarkDecode(b *testing.B) {
 				if q8 {
 					kvName += "q8"
 				}
-				for _, rows := range []int{1, 4, 16} {
+				for _, rows := range benchDecodeRows {
 					for _, c := range []struct {
 						name        string
 						keys, heads int
@@ -207,3 +207,5 @@ func skipTo(r KVRows, c, h, d int) KVRows {
 	}
 	return r
 }
+
+var benchDecodeRows = []int{1, 2, 3, 4, 5, 6, 7, 8, 16}

@@ -838,7 +838,7 @@ func groupLabel(what string, R int, prefetch bool) string {
 // accumulators (row i, key j of the pass) fed by one K vector load per key
 // and R q vectors per step of d, so a K vector loaded (and widened) serves
 // R rows instead of one.
-var scoreGroups = []int{4, 1}
+var scoreGroups = []int{4, 2, 1}
 
 // decodeScores emits the scores of R rows (from the row in lc.row) for
 // the block, then each row's softmax step. Pass p folds the T
