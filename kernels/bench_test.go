@@ -208,4 +208,7 @@ func skipTo(r KVRows, c, h, d int) KVRows {
 	return r
 }
 
+// benchDecodeRows are BenchmarkDecode's row counts: MHA (1), the GQA
+// ratios 2–8 (each of the kernel's score groups of 4, 2 and 1 and their
+// sums) and the most a call takes.
 var benchDecodeRows = []int{1, 2, 3, 4, 5, 6, 7, 8, 16}

@@ -837,7 +837,14 @@ func groupLabel(what string, R int, prefetch bool) string {
 // R rows take R passes over the block, each of T/R keys, with T
 // accumulators (row i, key j of the pass) fed by one K vector load per key
 // and R q vectors per step of d, so a K vector loaded (and widened) serves
-// R rows instead of one.
+// R rows instead of one. Groups of 2 serve the row counts 2, 3, 6, 7
+// (GQA ratios 2 and 7, or 3 new positions of an MHA head); before them
+// those rows went one by one. Zen 4, one thread, the kernel over 512 keys
+// in L2, alternated with {4, 1}: avx512 float16 2 rows 56 → 68–71
+// GFLOP/s, 3 rows 59 → 69–70, 6 rows 73 → 83, 7 rows 71–72 → 79–81;
+// avx2 float16 2 rows 35–36 → 56–57, 6 rows 56 → 68. The bench's GQA
+// step 1,16,8,1,8192,128 float16: avx512 1.56–1.58 → 1.13–1.15 ms, avx2
+// 2.31 → 1.69–1.76; 1,28,4,1,8192,128 avx512 1.86–1.87 → 1.66.
 var scoreGroups = []int{4, 2, 1}
 
 // decodeScores emits the scores of R rows (from the row in lc.row) for
