@@ -95,7 +95,7 @@ func (g *gen) headScores(e elem) {
 	if g.isa.avx512() {
 		g.headScoresKeys(e, sp, lds, kp, ldk, nk, zr, 4, "keys4")
 	}
-	g.headScoresPairs(e, sp, lds, kp, ldk, nk, zr)
+	g.headScoresKeys(e, sp, lds, kp, ldk, nk, zr, 2, "pair")
 	g.TESTQ(nk, nk)
 	g.JZ(operand.LabelRef("done"))
 	g.Comment("The last key, if nk is odd.")
@@ -146,23 +146,17 @@ func (g *gen) headScores(e elem) {
 	g.ret()
 }
 
-// headScoresPairs emits HeadScores' loop over pairs of keys while nk
-// holds two (headScoresKeys): each q vector loaded once for both keys' rows (a key row
-// apart), two sets of four accumulators, the same sums in the same order
-// as one key a pass (the same bits); it leaves s, k and nk at the first
-// key after them. One key a pass loaded a q vector for every K vector:
-// 32 loads a head's row of 128 dims, which held the float16 kernel at
-// 24.8 cycles a row in L2 on Zen 4; in pairs, 24 loads, 18.5 cycles (L3
-// 20.1 → 18.2, memory 46 → 41; the MHA step from memory, bound by the
-// bytes since the prefetch, level: f16 3.00 and 3.02 ms).
-func (g *gen) headScoresPairs(e elem, sp, lds, kp, ldk, nk reg.GPVirtual, zr reg.VecVirtual) {
-	g.headScoresKeys(e, sp, lds, kp, ldk, nk, zr, 2, "pair")
-}
-
 // headScoresKeys emits HeadScores' loop over runs of keys keys (2, or 4
 // on AVX-512, whose 32 registers hold four keys' accumulators) while nk
 // holds that many, under labels prefixed pre: each q vector loaded once
-// for the run's rows (a key row apart: key 3's from kr + ldk + 2·ldk).
+// for the run's rows (a key row apart: key 3's from kr + ldk + 2·ldk),
+// a set of four accumulators a key, the same sums in the same order as
+// one key a pass (the same bits); it leaves s, k and nk at the first key
+// after them. One key a pass loaded a q vector for every K vector: 32
+// loads a head's row of 128 dims, which held the float16 kernel at 24.8
+// cycles a row in L2 on Zen 4; in pairs, 24 loads, 18.5 cycles (L3 20.1
+// → 18.2, memory 46 → 41; the MHA step from memory, bound by the bytes
+// since the prefetch, level: f16 3.00 and 3.02 ms).
 func (g *gen) headScoresKeys(e elem, sp, lds, kp, ldk, nk reg.GPVirtual, zr reg.VecVirtual, keys int, pre string) {
 	eb := g.isa.lanes * e.bytes()
 	g.Label(pre)
