@@ -22413,65 +22413,6 @@ scores_rows4_prefetched_row0_noalibi:
 	VMOVUPS      constsAVX2<>+672(SB), Y2
 	VMOVUPS      672(AX), Y5
 	VBLENDVPS    Y5, Y2, Y4, Y4
-	MOVQ         88(SP), CX
-	MOVQ         m+96(FP), DX
-	MOVQ         l+104(FP), BX
-	VMOVUPS      Y4, Y2
-	VPERM2F128   $0x01, Y2, Y2, Y5
-	VMAXPS       Y5, Y2, Y2
-	VPERMILPS    $0x4e, Y2, Y5
-	VMAXPS       Y5, Y2, Y2
-	VPERMILPS    $0xb1, Y2, Y5
-	VMAXPS       Y5, Y2, Y2
-	VBROADCASTSS (DX)(CX*4), Y5
-	VMAXPS       Y2, Y5, Y2
-	VMAXPS       constsAVX2<>+640(SB), Y2, Y6
-	VSUBPS       Y6, Y4, Y4
-	VCMPPS       $0x15, constsAVX2<>+384(SB), Y4, Y7
-	VMULPS       constsAVX2<>+64(SB), Y4, Y4
-	VADDPS       constsAVX2<>+416(SB), Y4, Y8
-	VSUBPS       constsAVX2<>+416(SB), Y8, Y9
-	VSUBPS       Y9, Y4, Y4
-	VMOVUPS      constsAVX2<>+448(SB), Y9
-	VFMADD213PS  constsAVX2<>+480(SB), Y4, Y9
-	VFMADD213PS  constsAVX2<>+512(SB), Y4, Y9
-	VFMADD213PS  constsAVX2<>+544(SB), Y4, Y9
-	VFMADD213PS  constsAVX2<>+576(SB), Y4, Y9
-	VFMADD213PS  constsAVX2<>+608(SB), Y4, Y9
-	VFMADD213PS  constsAVX2<>+352(SB), Y4, Y9
-	VPSLLD       $0x17, Y8, Y8
-	VPADDD       Y8, Y9, Y9
-	VANDPS       Y7, Y9, Y9
-	MOVQ         CX, SI
-	SHLQ         $0x05, SI
-	VMOVUPS      Y9, (AX)(SI*1)
-	VPERM2F128   $0x01, Y9, Y9, Y4
-	VADDPS       Y4, Y9, Y9
-	VPERMILPS    $0x4e, Y9, Y4
-	VADDPS       Y4, Y9, Y9
-	VPERMILPS    $0xb1, Y9, Y4
-	VADDPS       Y4, Y9, Y9
-	VSUBPS       Y6, Y5, Y5
-	VCMPPS       $0x15, constsAVX2<>+384(SB), Y5, Y4
-	VMULPS       constsAVX2<>+64(SB), Y5, Y5
-	VADDPS       constsAVX2<>+416(SB), Y5, Y6
-	VSUBPS       constsAVX2<>+416(SB), Y6, Y7
-	VSUBPS       Y7, Y5, Y5
-	VMOVUPS      constsAVX2<>+448(SB), Y7
-	VFMADD213PS  constsAVX2<>+480(SB), Y5, Y7
-	VFMADD213PS  constsAVX2<>+512(SB), Y5, Y7
-	VFMADD213PS  constsAVX2<>+544(SB), Y5, Y7
-	VFMADD213PS  constsAVX2<>+576(SB), Y5, Y7
-	VFMADD213PS  constsAVX2<>+608(SB), Y5, Y7
-	VFMADD213PS  constsAVX2<>+352(SB), Y5, Y7
-	VPSLLD       $0x17, Y6, Y6
-	VPADDD       Y6, Y7, Y7
-	VANDPS       Y4, Y7, Y7
-	VBROADCASTSS (BX)(CX*4), Y4
-	VFMADD213PS  Y9, Y7, Y4
-	VMOVSS       X4, (BX)(CX*4)
-	VMOVSS       X2, (DX)(CX*4)
-	VMOVSS       X7, 512(AX)(CX*4)
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
 	JZ           scores_rows4_prefetched_row1_noalibi
@@ -22486,74 +22427,14 @@ scores_rows4_prefetched_row0_noalibi:
 	VADDSS       (BX)(DX*4), X2, X2
 	VBROADCASTSS X2, Y2
 	VADDPS       iotaAVX2<>+0(SB), Y2, Y2
-	VBROADCASTSS (CX)(DX*4), Y4
-	VMULPS       Y4, Y2, Y2
+	VBROADCASTSS (CX)(DX*4), Y5
+	VMULPS       Y5, Y2, Y2
 	VADDPS       Y2, Y3, Y3
 
 scores_rows4_prefetched_row1_noalibi:
 	VMOVUPS      constsAVX2<>+672(SB), Y2
-	VMOVUPS      672(AX), Y4
-	VBLENDVPS    Y4, Y2, Y3, Y3
-	MOVQ         88(SP), CX
-	ADDQ         $0x01, CX
-	MOVQ         m+96(FP), DX
-	MOVQ         l+104(FP), BX
-	VMOVUPS      Y3, Y2
-	VPERM2F128   $0x01, Y2, Y2, Y4
-	VMAXPS       Y4, Y2, Y2
-	VPERMILPS    $0x4e, Y2, Y4
-	VMAXPS       Y4, Y2, Y2
-	VPERMILPS    $0xb1, Y2, Y4
-	VMAXPS       Y4, Y2, Y2
-	VBROADCASTSS (DX)(CX*4), Y4
-	VMAXPS       Y2, Y4, Y2
-	VMAXPS       constsAVX2<>+640(SB), Y2, Y5
-	VSUBPS       Y5, Y3, Y3
-	VCMPPS       $0x15, constsAVX2<>+384(SB), Y3, Y6
-	VMULPS       constsAVX2<>+64(SB), Y3, Y3
-	VADDPS       constsAVX2<>+416(SB), Y3, Y7
-	VSUBPS       constsAVX2<>+416(SB), Y7, Y8
-	VSUBPS       Y8, Y3, Y3
-	VMOVUPS      constsAVX2<>+448(SB), Y8
-	VFMADD213PS  constsAVX2<>+480(SB), Y3, Y8
-	VFMADD213PS  constsAVX2<>+512(SB), Y3, Y8
-	VFMADD213PS  constsAVX2<>+544(SB), Y3, Y8
-	VFMADD213PS  constsAVX2<>+576(SB), Y3, Y8
-	VFMADD213PS  constsAVX2<>+608(SB), Y3, Y8
-	VFMADD213PS  constsAVX2<>+352(SB), Y3, Y8
-	VPSLLD       $0x17, Y7, Y7
-	VPADDD       Y7, Y8, Y8
-	VANDPS       Y6, Y8, Y8
-	MOVQ         CX, SI
-	SHLQ         $0x05, SI
-	VMOVUPS      Y8, (AX)(SI*1)
-	VPERM2F128   $0x01, Y8, Y8, Y3
-	VADDPS       Y3, Y8, Y8
-	VPERMILPS    $0x4e, Y8, Y3
-	VADDPS       Y3, Y8, Y8
-	VPERMILPS    $0xb1, Y8, Y3
-	VADDPS       Y3, Y8, Y8
-	VSUBPS       Y5, Y4, Y4
-	VCMPPS       $0x15, constsAVX2<>+384(SB), Y4, Y3
-	VMULPS       constsAVX2<>+64(SB), Y4, Y4
-	VADDPS       constsAVX2<>+416(SB), Y4, Y5
-	VSUBPS       constsAVX2<>+416(SB), Y5, Y6
-	VSUBPS       Y6, Y4, Y4
-	VMOVUPS      constsAVX2<>+448(SB), Y6
-	VFMADD213PS  constsAVX2<>+480(SB), Y4, Y6
-	VFMADD213PS  constsAVX2<>+512(SB), Y4, Y6
-	VFMADD213PS  constsAVX2<>+544(SB), Y4, Y6
-	VFMADD213PS  constsAVX2<>+576(SB), Y4, Y6
-	VFMADD213PS  constsAVX2<>+608(SB), Y4, Y6
-	VFMADD213PS  constsAVX2<>+352(SB), Y4, Y6
-	VPSLLD       $0x17, Y5, Y5
-	VPADDD       Y5, Y6, Y6
-	VANDPS       Y3, Y6, Y6
-	VBROADCASTSS (BX)(CX*4), Y3
-	VFMADD213PS  Y8, Y6, Y3
-	VMOVSS       X3, (BX)(CX*4)
-	VMOVSS       X2, (DX)(CX*4)
-	VMOVSS       X6, 512(AX)(CX*4)
+	VMOVUPS      672(AX), Y5
+	VBLENDVPS    Y5, Y2, Y3, Y3
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
 	JZ           scores_rows4_prefetched_row2_noalibi
@@ -22568,74 +22449,14 @@ scores_rows4_prefetched_row1_noalibi:
 	VADDSS       (BX)(DX*4), X2, X2
 	VBROADCASTSS X2, Y2
 	VADDPS       iotaAVX2<>+0(SB), Y2, Y2
-	VBROADCASTSS (CX)(DX*4), Y3
-	VMULPS       Y3, Y2, Y2
+	VBROADCASTSS (CX)(DX*4), Y5
+	VMULPS       Y5, Y2, Y2
 	VADDPS       Y2, Y1, Y1
 
 scores_rows4_prefetched_row2_noalibi:
 	VMOVUPS      constsAVX2<>+672(SB), Y2
-	VMOVUPS      672(AX), Y3
-	VBLENDVPS    Y3, Y2, Y1, Y1
-	MOVQ         88(SP), CX
-	ADDQ         $0x02, CX
-	MOVQ         m+96(FP), DX
-	MOVQ         l+104(FP), BX
-	VMOVUPS      Y1, Y2
-	VPERM2F128   $0x01, Y2, Y2, Y3
-	VMAXPS       Y3, Y2, Y2
-	VPERMILPS    $0x4e, Y2, Y3
-	VMAXPS       Y3, Y2, Y2
-	VPERMILPS    $0xb1, Y2, Y3
-	VMAXPS       Y3, Y2, Y2
-	VBROADCASTSS (DX)(CX*4), Y3
-	VMAXPS       Y2, Y3, Y2
-	VMAXPS       constsAVX2<>+640(SB), Y2, Y4
-	VSUBPS       Y4, Y1, Y1
-	VCMPPS       $0x15, constsAVX2<>+384(SB), Y1, Y5
-	VMULPS       constsAVX2<>+64(SB), Y1, Y1
-	VADDPS       constsAVX2<>+416(SB), Y1, Y6
-	VSUBPS       constsAVX2<>+416(SB), Y6, Y7
-	VSUBPS       Y7, Y1, Y1
-	VMOVUPS      constsAVX2<>+448(SB), Y7
-	VFMADD213PS  constsAVX2<>+480(SB), Y1, Y7
-	VFMADD213PS  constsAVX2<>+512(SB), Y1, Y7
-	VFMADD213PS  constsAVX2<>+544(SB), Y1, Y7
-	VFMADD213PS  constsAVX2<>+576(SB), Y1, Y7
-	VFMADD213PS  constsAVX2<>+608(SB), Y1, Y7
-	VFMADD213PS  constsAVX2<>+352(SB), Y1, Y7
-	VPSLLD       $0x17, Y6, Y6
-	VPADDD       Y6, Y7, Y7
-	VANDPS       Y5, Y7, Y7
-	MOVQ         CX, SI
-	SHLQ         $0x05, SI
-	VMOVUPS      Y7, (AX)(SI*1)
-	VPERM2F128   $0x01, Y7, Y7, Y1
-	VADDPS       Y1, Y7, Y7
-	VPERMILPS    $0x4e, Y7, Y1
-	VADDPS       Y1, Y7, Y7
-	VPERMILPS    $0xb1, Y7, Y1
-	VADDPS       Y1, Y7, Y7
-	VSUBPS       Y4, Y3, Y3
-	VCMPPS       $0x15, constsAVX2<>+384(SB), Y3, Y1
-	VMULPS       constsAVX2<>+64(SB), Y3, Y3
-	VADDPS       constsAVX2<>+416(SB), Y3, Y4
-	VSUBPS       constsAVX2<>+416(SB), Y4, Y5
-	VSUBPS       Y5, Y3, Y3
-	VMOVUPS      constsAVX2<>+448(SB), Y5
-	VFMADD213PS  constsAVX2<>+480(SB), Y3, Y5
-	VFMADD213PS  constsAVX2<>+512(SB), Y3, Y5
-	VFMADD213PS  constsAVX2<>+544(SB), Y3, Y5
-	VFMADD213PS  constsAVX2<>+576(SB), Y3, Y5
-	VFMADD213PS  constsAVX2<>+608(SB), Y3, Y5
-	VFMADD213PS  constsAVX2<>+352(SB), Y3, Y5
-	VPSLLD       $0x17, Y4, Y4
-	VPADDD       Y4, Y5, Y5
-	VANDPS       Y1, Y5, Y5
-	VBROADCASTSS (BX)(CX*4), Y1
-	VFMADD213PS  Y7, Y5, Y1
-	VMOVSS       X1, (BX)(CX*4)
-	VMOVSS       X2, (DX)(CX*4)
-	VMOVSS       X5, 512(AX)(CX*4)
+	VMOVUPS      672(AX), Y5
+	VBLENDVPS    Y5, Y2, Y1, Y1
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
 	JZ           scores_rows4_prefetched_row3_noalibi
@@ -22643,81 +22464,160 @@ scores_rows4_prefetched_row2_noalibi:
 	ADDQ         $0x03, DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX2<>+1024(SB), Y1
-	VCVTSI2SSQ   BX, X1, X1
+	VMOVUPS      constsAVX2<>+1024(SB), Y2
+	VCVTSI2SSQ   BX, X2, X2
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
-	VADDSS       (BX)(DX*4), X1, X1
-	VBROADCASTSS X1, Y1
-	VADDPS       iotaAVX2<>+0(SB), Y1, Y1
-	VBROADCASTSS (CX)(DX*4), Y2
-	VMULPS       Y2, Y1, Y1
-	VADDPS       Y1, Y0, Y0
+	VADDSS       (BX)(DX*4), X2, X2
+	VBROADCASTSS X2, Y2
+	VADDPS       iotaAVX2<>+0(SB), Y2, Y2
+	VBROADCASTSS (CX)(DX*4), Y5
+	VMULPS       Y5, Y2, Y2
+	VADDPS       Y2, Y0, Y0
 
 scores_rows4_prefetched_row3_noalibi:
-	VMOVUPS      constsAVX2<>+672(SB), Y1
-	VMOVUPS      672(AX), Y2
-	VBLENDVPS    Y2, Y1, Y0, Y0
+	VMOVUPS      constsAVX2<>+672(SB), Y2
+	VMOVUPS      672(AX), Y5
+	VBLENDVPS    Y5, Y2, Y0, Y0
 	MOVQ         88(SP), CX
-	ADDQ         $0x03, CX
 	MOVQ         m+96(FP), DX
 	MOVQ         l+104(FP), BX
-	VMOVUPS      Y0, Y1
-	VPERM2F128   $0x01, Y1, Y1, Y2
-	VMAXPS       Y2, Y1, Y1
-	VPERMILPS    $0x4e, Y1, Y2
-	VMAXPS       Y2, Y1, Y1
-	VPERMILPS    $0xb1, Y1, Y2
-	VMAXPS       Y2, Y1, Y1
-	VBROADCASTSS (DX)(CX*4), Y2
-	VMAXPS       Y1, Y2, Y1
-	VMAXPS       constsAVX2<>+640(SB), Y1, Y3
-	VSUBPS       Y3, Y0, Y0
-	VCMPPS       $0x15, constsAVX2<>+384(SB), Y0, Y4
+	VPERM2F128   $0x20, Y3, Y4, Y2
+	VPERM2F128   $0x31, Y3, Y4, Y5
+	VMAXPS       Y5, Y2, Y2
+	VPERMILPS    $0x4e, Y2, Y5
+	VMAXPS       Y5, Y2, Y2
+	VPERMILPS    $0xb1, Y2, Y5
+	VMAXPS       Y5, Y2, Y2
+	VPERM2F128   $0x20, Y0, Y1, Y5
+	VPERM2F128   $0x31, Y0, Y1, Y6
+	VMAXPS       Y6, Y5, Y5
+	VPERMILPS    $0x4e, Y5, Y6
+	VMAXPS       Y6, Y5, Y5
+	VPERMILPS    $0xb1, Y5, Y6
+	VMAXPS       Y6, Y5, Y5
+	VSHUFPS      $0x00, Y5, Y2, Y2
+	VEXTRACTF128 $0x01, Y2, X5
+	VBLENDPS     $0x0a, X5, X2, X2
+	VMOVUPS      (DX)(CX*4), X5
+	VMAXPS       X2, X5, X2
+	VMAXPS       constsAVX2<>+640(SB), X2, X6
+	VMOVUPS      X2, (DX)(CX*4)
+	VMOVUPS      constsAVX2<>+1024(SB), Y2
+	VSUBPS       X6, X5, X2
+	VBROADCASTSS X6, Y5
+	VSUBPS       Y5, Y4, Y4
+	VPERMILPS    $0x55, X6, X5
+	VBROADCASTSS X5, Y5
+	VSUBPS       Y5, Y3, Y3
+	VPERMILPS    $0xaa, X6, X5
+	VBROADCASTSS X5, Y5
+	VSUBPS       Y5, Y1, Y1
+	VPERMILPS    $0xff, X6, X5
+	VBROADCASTSS X5, Y5
+	VSUBPS       Y5, Y0, Y0
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y4, Y5
+	VMULPS       constsAVX2<>+64(SB), Y4, Y4
+	VADDPS       constsAVX2<>+416(SB), Y4, Y6
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y3, Y7
+	VMULPS       constsAVX2<>+64(SB), Y3, Y3
+	VADDPS       constsAVX2<>+416(SB), Y3, Y8
+	VSUBPS       constsAVX2<>+416(SB), Y6, Y9
+	VSUBPS       Y9, Y4, Y4
+	VSUBPS       constsAVX2<>+416(SB), Y8, Y9
+	VSUBPS       Y9, Y3, Y3
+	VMOVUPS      constsAVX2<>+448(SB), Y9
+	VMOVUPS      constsAVX2<>+448(SB), Y10
+	VFMADD213PS  constsAVX2<>+480(SB), Y4, Y9
+	VFMADD213PS  constsAVX2<>+480(SB), Y3, Y10
+	VFMADD213PS  constsAVX2<>+512(SB), Y4, Y9
+	VFMADD213PS  constsAVX2<>+512(SB), Y3, Y10
+	VFMADD213PS  constsAVX2<>+544(SB), Y4, Y9
+	VFMADD213PS  constsAVX2<>+544(SB), Y3, Y10
+	VFMADD213PS  constsAVX2<>+576(SB), Y4, Y9
+	VFMADD213PS  constsAVX2<>+576(SB), Y3, Y10
+	VFMADD213PS  constsAVX2<>+608(SB), Y4, Y9
+	VFMADD213PS  constsAVX2<>+608(SB), Y3, Y10
+	VFMADD213PS  constsAVX2<>+352(SB), Y4, Y9
+	VFMADD213PS  constsAVX2<>+352(SB), Y3, Y10
+	VPSLLD       $0x17, Y6, Y6
+	VPADDD       Y6, Y9, Y9
+	VANDPS       Y5, Y9, Y9
+	VPSLLD       $0x17, Y8, Y8
+	VPADDD       Y8, Y10, Y10
+	VANDPS       Y7, Y10, Y10
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y1, Y3
+	VMULPS       constsAVX2<>+64(SB), Y1, Y1
+	VADDPS       constsAVX2<>+416(SB), Y1, Y4
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y0, Y5
 	VMULPS       constsAVX2<>+64(SB), Y0, Y0
-	VADDPS       constsAVX2<>+416(SB), Y0, Y5
-	VSUBPS       constsAVX2<>+416(SB), Y5, Y6
-	VSUBPS       Y6, Y0, Y0
-	VMOVUPS      constsAVX2<>+448(SB), Y6
-	VFMADD213PS  constsAVX2<>+480(SB), Y0, Y6
-	VFMADD213PS  constsAVX2<>+512(SB), Y0, Y6
-	VFMADD213PS  constsAVX2<>+544(SB), Y0, Y6
-	VFMADD213PS  constsAVX2<>+576(SB), Y0, Y6
-	VFMADD213PS  constsAVX2<>+608(SB), Y0, Y6
-	VFMADD213PS  constsAVX2<>+352(SB), Y0, Y6
-	VPSLLD       $0x17, Y5, Y5
-	VPADDD       Y5, Y6, Y6
-	VANDPS       Y4, Y6, Y6
-	MOVQ         CX, SI
-	SHLQ         $0x05, SI
-	VMOVUPS      Y6, (AX)(SI*1)
-	VPERM2F128   $0x01, Y6, Y6, Y0
-	VADDPS       Y0, Y6, Y6
-	VPERMILPS    $0x4e, Y6, Y0
-	VADDPS       Y0, Y6, Y6
-	VPERMILPS    $0xb1, Y6, Y0
-	VADDPS       Y0, Y6, Y6
-	VSUBPS       Y3, Y2, Y2
+	VADDPS       constsAVX2<>+416(SB), Y0, Y6
+	VSUBPS       constsAVX2<>+416(SB), Y4, Y7
+	VSUBPS       Y7, Y1, Y1
+	VSUBPS       constsAVX2<>+416(SB), Y6, Y7
+	VSUBPS       Y7, Y0, Y0
+	VMOVUPS      constsAVX2<>+448(SB), Y7
+	VMOVUPS      constsAVX2<>+448(SB), Y8
+	VFMADD213PS  constsAVX2<>+480(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+480(SB), Y0, Y8
+	VFMADD213PS  constsAVX2<>+512(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+512(SB), Y0, Y8
+	VFMADD213PS  constsAVX2<>+544(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+544(SB), Y0, Y8
+	VFMADD213PS  constsAVX2<>+576(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+576(SB), Y0, Y8
+	VFMADD213PS  constsAVX2<>+608(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+608(SB), Y0, Y8
+	VFMADD213PS  constsAVX2<>+352(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+352(SB), Y0, Y8
+	VPSLLD       $0x17, Y4, Y4
+	VPADDD       Y4, Y7, Y7
+	VANDPS       Y3, Y7, Y7
+	VPSLLD       $0x17, Y6, Y6
+	VPADDD       Y6, Y8, Y8
+	VANDPS       Y5, Y8, Y8
+	MOVQ         CX, DX
+	SHLQ         $0x05, DX
+	VMOVUPS      Y9, (AX)(DX*1)
+	VMOVUPS      Y10, 32(AX)(DX*1)
+	VMOVUPS      Y7, 64(AX)(DX*1)
+	VMOVUPS      Y8, 96(AX)(DX*1)
 	VCMPPS       $0x15, constsAVX2<>+384(SB), Y2, Y0
 	VMULPS       constsAVX2<>+64(SB), Y2, Y2
-	VADDPS       constsAVX2<>+416(SB), Y2, Y3
-	VSUBPS       constsAVX2<>+416(SB), Y3, Y4
-	VSUBPS       Y4, Y2, Y2
-	VMOVUPS      constsAVX2<>+448(SB), Y4
-	VFMADD213PS  constsAVX2<>+480(SB), Y2, Y4
-	VFMADD213PS  constsAVX2<>+512(SB), Y2, Y4
-	VFMADD213PS  constsAVX2<>+544(SB), Y2, Y4
-	VFMADD213PS  constsAVX2<>+576(SB), Y2, Y4
-	VFMADD213PS  constsAVX2<>+608(SB), Y2, Y4
-	VFMADD213PS  constsAVX2<>+352(SB), Y2, Y4
-	VPSLLD       $0x17, Y3, Y3
-	VPADDD       Y3, Y4, Y4
-	VANDPS       Y0, Y4, Y4
-	VBROADCASTSS (BX)(CX*4), Y0
-	VFMADD213PS  Y6, Y4, Y0
-	VMOVSS       X0, (BX)(CX*4)
-	VMOVSS       X1, (DX)(CX*4)
-	VMOVSS       X4, 512(AX)(CX*4)
+	VADDPS       constsAVX2<>+416(SB), Y2, Y1
+	VSUBPS       constsAVX2<>+416(SB), Y1, Y3
+	VSUBPS       Y3, Y2, Y2
+	VMOVUPS      constsAVX2<>+448(SB), Y3
+	VFMADD213PS  constsAVX2<>+480(SB), Y2, Y3
+	VFMADD213PS  constsAVX2<>+512(SB), Y2, Y3
+	VFMADD213PS  constsAVX2<>+544(SB), Y2, Y3
+	VFMADD213PS  constsAVX2<>+576(SB), Y2, Y3
+	VFMADD213PS  constsAVX2<>+608(SB), Y2, Y3
+	VFMADD213PS  constsAVX2<>+352(SB), Y2, Y3
+	VPSLLD       $0x17, Y1, Y1
+	VPADDD       Y1, Y3, Y3
+	VANDPS       Y0, Y3, Y3
+	VPERM2F128   $0x20, Y10, Y9, Y0
+	VPERM2F128   $0x31, Y10, Y9, Y1
+	VADDPS       Y1, Y0, Y0
+	VPERMILPS    $0x4e, Y0, Y1
+	VADDPS       Y1, Y0, Y0
+	VPERMILPS    $0xb1, Y0, Y1
+	VADDPS       Y1, Y0, Y0
+	VPERM2F128   $0x20, Y8, Y7, Y1
+	VPERM2F128   $0x31, Y8, Y7, Y2
+	VADDPS       Y2, Y1, Y1
+	VPERMILPS    $0x4e, Y1, Y2
+	VADDPS       Y2, Y1, Y1
+	VPERMILPS    $0xb1, Y1, Y2
+	VADDPS       Y2, Y1, Y1
+	VSHUFPS      $0x00, Y1, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VBLENDPS     $0x0a, X1, X0, X0
+	VMOVUPS      (BX)(CX*4), X1
+	VFMADD213PS  X0, X3, X1
+	VMOVUPS      X1, (BX)(CX*4)
+	VMOVUPS      X3, 512(AX)(CX*4)
 	MOVQ         88(SP), CX
 	MOVQ         96(SP), DX
 	ADDQ         $0x04, CX
@@ -23673,65 +23573,6 @@ scores_rows4_row0_noalibi:
 	VMOVUPS      constsAVX2<>+672(SB), Y2
 	VMOVUPS      672(AX), Y5
 	VBLENDVPS    Y5, Y2, Y4, Y4
-	MOVQ         88(SP), CX
-	MOVQ         m+96(FP), DX
-	MOVQ         l+104(FP), BX
-	VMOVUPS      Y4, Y2
-	VPERM2F128   $0x01, Y2, Y2, Y5
-	VMAXPS       Y5, Y2, Y2
-	VPERMILPS    $0x4e, Y2, Y5
-	VMAXPS       Y5, Y2, Y2
-	VPERMILPS    $0xb1, Y2, Y5
-	VMAXPS       Y5, Y2, Y2
-	VBROADCASTSS (DX)(CX*4), Y5
-	VMAXPS       Y2, Y5, Y2
-	VMAXPS       constsAVX2<>+640(SB), Y2, Y6
-	VSUBPS       Y6, Y4, Y4
-	VCMPPS       $0x15, constsAVX2<>+384(SB), Y4, Y7
-	VMULPS       constsAVX2<>+64(SB), Y4, Y4
-	VADDPS       constsAVX2<>+416(SB), Y4, Y8
-	VSUBPS       constsAVX2<>+416(SB), Y8, Y9
-	VSUBPS       Y9, Y4, Y4
-	VMOVUPS      constsAVX2<>+448(SB), Y9
-	VFMADD213PS  constsAVX2<>+480(SB), Y4, Y9
-	VFMADD213PS  constsAVX2<>+512(SB), Y4, Y9
-	VFMADD213PS  constsAVX2<>+544(SB), Y4, Y9
-	VFMADD213PS  constsAVX2<>+576(SB), Y4, Y9
-	VFMADD213PS  constsAVX2<>+608(SB), Y4, Y9
-	VFMADD213PS  constsAVX2<>+352(SB), Y4, Y9
-	VPSLLD       $0x17, Y8, Y8
-	VPADDD       Y8, Y9, Y9
-	VANDPS       Y7, Y9, Y9
-	MOVQ         CX, SI
-	SHLQ         $0x05, SI
-	VMOVUPS      Y9, (AX)(SI*1)
-	VPERM2F128   $0x01, Y9, Y9, Y4
-	VADDPS       Y4, Y9, Y9
-	VPERMILPS    $0x4e, Y9, Y4
-	VADDPS       Y4, Y9, Y9
-	VPERMILPS    $0xb1, Y9, Y4
-	VADDPS       Y4, Y9, Y9
-	VSUBPS       Y6, Y5, Y5
-	VCMPPS       $0x15, constsAVX2<>+384(SB), Y5, Y4
-	VMULPS       constsAVX2<>+64(SB), Y5, Y5
-	VADDPS       constsAVX2<>+416(SB), Y5, Y6
-	VSUBPS       constsAVX2<>+416(SB), Y6, Y7
-	VSUBPS       Y7, Y5, Y5
-	VMOVUPS      constsAVX2<>+448(SB), Y7
-	VFMADD213PS  constsAVX2<>+480(SB), Y5, Y7
-	VFMADD213PS  constsAVX2<>+512(SB), Y5, Y7
-	VFMADD213PS  constsAVX2<>+544(SB), Y5, Y7
-	VFMADD213PS  constsAVX2<>+576(SB), Y5, Y7
-	VFMADD213PS  constsAVX2<>+608(SB), Y5, Y7
-	VFMADD213PS  constsAVX2<>+352(SB), Y5, Y7
-	VPSLLD       $0x17, Y6, Y6
-	VPADDD       Y6, Y7, Y7
-	VANDPS       Y4, Y7, Y7
-	VBROADCASTSS (BX)(CX*4), Y4
-	VFMADD213PS  Y9, Y7, Y4
-	VMOVSS       X4, (BX)(CX*4)
-	VMOVSS       X2, (DX)(CX*4)
-	VMOVSS       X7, 512(AX)(CX*4)
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
 	JZ           scores_rows4_row1_noalibi
@@ -23746,74 +23587,14 @@ scores_rows4_row0_noalibi:
 	VADDSS       (BX)(DX*4), X2, X2
 	VBROADCASTSS X2, Y2
 	VADDPS       iotaAVX2<>+0(SB), Y2, Y2
-	VBROADCASTSS (CX)(DX*4), Y4
-	VMULPS       Y4, Y2, Y2
+	VBROADCASTSS (CX)(DX*4), Y5
+	VMULPS       Y5, Y2, Y2
 	VADDPS       Y2, Y3, Y3
 
 scores_rows4_row1_noalibi:
 	VMOVUPS      constsAVX2<>+672(SB), Y2
-	VMOVUPS      672(AX), Y4
-	VBLENDVPS    Y4, Y2, Y3, Y3
-	MOVQ         88(SP), CX
-	ADDQ         $0x01, CX
-	MOVQ         m+96(FP), DX
-	MOVQ         l+104(FP), BX
-	VMOVUPS      Y3, Y2
-	VPERM2F128   $0x01, Y2, Y2, Y4
-	VMAXPS       Y4, Y2, Y2
-	VPERMILPS    $0x4e, Y2, Y4
-	VMAXPS       Y4, Y2, Y2
-	VPERMILPS    $0xb1, Y2, Y4
-	VMAXPS       Y4, Y2, Y2
-	VBROADCASTSS (DX)(CX*4), Y4
-	VMAXPS       Y2, Y4, Y2
-	VMAXPS       constsAVX2<>+640(SB), Y2, Y5
-	VSUBPS       Y5, Y3, Y3
-	VCMPPS       $0x15, constsAVX2<>+384(SB), Y3, Y6
-	VMULPS       constsAVX2<>+64(SB), Y3, Y3
-	VADDPS       constsAVX2<>+416(SB), Y3, Y7
-	VSUBPS       constsAVX2<>+416(SB), Y7, Y8
-	VSUBPS       Y8, Y3, Y3
-	VMOVUPS      constsAVX2<>+448(SB), Y8
-	VFMADD213PS  constsAVX2<>+480(SB), Y3, Y8
-	VFMADD213PS  constsAVX2<>+512(SB), Y3, Y8
-	VFMADD213PS  constsAVX2<>+544(SB), Y3, Y8
-	VFMADD213PS  constsAVX2<>+576(SB), Y3, Y8
-	VFMADD213PS  constsAVX2<>+608(SB), Y3, Y8
-	VFMADD213PS  constsAVX2<>+352(SB), Y3, Y8
-	VPSLLD       $0x17, Y7, Y7
-	VPADDD       Y7, Y8, Y8
-	VANDPS       Y6, Y8, Y8
-	MOVQ         CX, SI
-	SHLQ         $0x05, SI
-	VMOVUPS      Y8, (AX)(SI*1)
-	VPERM2F128   $0x01, Y8, Y8, Y3
-	VADDPS       Y3, Y8, Y8
-	VPERMILPS    $0x4e, Y8, Y3
-	VADDPS       Y3, Y8, Y8
-	VPERMILPS    $0xb1, Y8, Y3
-	VADDPS       Y3, Y8, Y8
-	VSUBPS       Y5, Y4, Y4
-	VCMPPS       $0x15, constsAVX2<>+384(SB), Y4, Y3
-	VMULPS       constsAVX2<>+64(SB), Y4, Y4
-	VADDPS       constsAVX2<>+416(SB), Y4, Y5
-	VSUBPS       constsAVX2<>+416(SB), Y5, Y6
-	VSUBPS       Y6, Y4, Y4
-	VMOVUPS      constsAVX2<>+448(SB), Y6
-	VFMADD213PS  constsAVX2<>+480(SB), Y4, Y6
-	VFMADD213PS  constsAVX2<>+512(SB), Y4, Y6
-	VFMADD213PS  constsAVX2<>+544(SB), Y4, Y6
-	VFMADD213PS  constsAVX2<>+576(SB), Y4, Y6
-	VFMADD213PS  constsAVX2<>+608(SB), Y4, Y6
-	VFMADD213PS  constsAVX2<>+352(SB), Y4, Y6
-	VPSLLD       $0x17, Y5, Y5
-	VPADDD       Y5, Y6, Y6
-	VANDPS       Y3, Y6, Y6
-	VBROADCASTSS (BX)(CX*4), Y3
-	VFMADD213PS  Y8, Y6, Y3
-	VMOVSS       X3, (BX)(CX*4)
-	VMOVSS       X2, (DX)(CX*4)
-	VMOVSS       X6, 512(AX)(CX*4)
+	VMOVUPS      672(AX), Y5
+	VBLENDVPS    Y5, Y2, Y3, Y3
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
 	JZ           scores_rows4_row2_noalibi
@@ -23828,74 +23609,14 @@ scores_rows4_row1_noalibi:
 	VADDSS       (BX)(DX*4), X2, X2
 	VBROADCASTSS X2, Y2
 	VADDPS       iotaAVX2<>+0(SB), Y2, Y2
-	VBROADCASTSS (CX)(DX*4), Y3
-	VMULPS       Y3, Y2, Y2
+	VBROADCASTSS (CX)(DX*4), Y5
+	VMULPS       Y5, Y2, Y2
 	VADDPS       Y2, Y1, Y1
 
 scores_rows4_row2_noalibi:
 	VMOVUPS      constsAVX2<>+672(SB), Y2
-	VMOVUPS      672(AX), Y3
-	VBLENDVPS    Y3, Y2, Y1, Y1
-	MOVQ         88(SP), CX
-	ADDQ         $0x02, CX
-	MOVQ         m+96(FP), DX
-	MOVQ         l+104(FP), BX
-	VMOVUPS      Y1, Y2
-	VPERM2F128   $0x01, Y2, Y2, Y3
-	VMAXPS       Y3, Y2, Y2
-	VPERMILPS    $0x4e, Y2, Y3
-	VMAXPS       Y3, Y2, Y2
-	VPERMILPS    $0xb1, Y2, Y3
-	VMAXPS       Y3, Y2, Y2
-	VBROADCASTSS (DX)(CX*4), Y3
-	VMAXPS       Y2, Y3, Y2
-	VMAXPS       constsAVX2<>+640(SB), Y2, Y4
-	VSUBPS       Y4, Y1, Y1
-	VCMPPS       $0x15, constsAVX2<>+384(SB), Y1, Y5
-	VMULPS       constsAVX2<>+64(SB), Y1, Y1
-	VADDPS       constsAVX2<>+416(SB), Y1, Y6
-	VSUBPS       constsAVX2<>+416(SB), Y6, Y7
-	VSUBPS       Y7, Y1, Y1
-	VMOVUPS      constsAVX2<>+448(SB), Y7
-	VFMADD213PS  constsAVX2<>+480(SB), Y1, Y7
-	VFMADD213PS  constsAVX2<>+512(SB), Y1, Y7
-	VFMADD213PS  constsAVX2<>+544(SB), Y1, Y7
-	VFMADD213PS  constsAVX2<>+576(SB), Y1, Y7
-	VFMADD213PS  constsAVX2<>+608(SB), Y1, Y7
-	VFMADD213PS  constsAVX2<>+352(SB), Y1, Y7
-	VPSLLD       $0x17, Y6, Y6
-	VPADDD       Y6, Y7, Y7
-	VANDPS       Y5, Y7, Y7
-	MOVQ         CX, SI
-	SHLQ         $0x05, SI
-	VMOVUPS      Y7, (AX)(SI*1)
-	VPERM2F128   $0x01, Y7, Y7, Y1
-	VADDPS       Y1, Y7, Y7
-	VPERMILPS    $0x4e, Y7, Y1
-	VADDPS       Y1, Y7, Y7
-	VPERMILPS    $0xb1, Y7, Y1
-	VADDPS       Y1, Y7, Y7
-	VSUBPS       Y4, Y3, Y3
-	VCMPPS       $0x15, constsAVX2<>+384(SB), Y3, Y1
-	VMULPS       constsAVX2<>+64(SB), Y3, Y3
-	VADDPS       constsAVX2<>+416(SB), Y3, Y4
-	VSUBPS       constsAVX2<>+416(SB), Y4, Y5
-	VSUBPS       Y5, Y3, Y3
-	VMOVUPS      constsAVX2<>+448(SB), Y5
-	VFMADD213PS  constsAVX2<>+480(SB), Y3, Y5
-	VFMADD213PS  constsAVX2<>+512(SB), Y3, Y5
-	VFMADD213PS  constsAVX2<>+544(SB), Y3, Y5
-	VFMADD213PS  constsAVX2<>+576(SB), Y3, Y5
-	VFMADD213PS  constsAVX2<>+608(SB), Y3, Y5
-	VFMADD213PS  constsAVX2<>+352(SB), Y3, Y5
-	VPSLLD       $0x17, Y4, Y4
-	VPADDD       Y4, Y5, Y5
-	VANDPS       Y1, Y5, Y5
-	VBROADCASTSS (BX)(CX*4), Y1
-	VFMADD213PS  Y7, Y5, Y1
-	VMOVSS       X1, (BX)(CX*4)
-	VMOVSS       X2, (DX)(CX*4)
-	VMOVSS       X5, 512(AX)(CX*4)
+	VMOVUPS      672(AX), Y5
+	VBLENDVPS    Y5, Y2, Y1, Y1
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
 	JZ           scores_rows4_row3_noalibi
@@ -23903,81 +23624,160 @@ scores_rows4_row2_noalibi:
 	ADDQ         $0x03, DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX2<>+1024(SB), Y1
-	VCVTSI2SSQ   BX, X1, X1
+	VMOVUPS      constsAVX2<>+1024(SB), Y2
+	VCVTSI2SSQ   BX, X2, X2
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
-	VADDSS       (BX)(DX*4), X1, X1
-	VBROADCASTSS X1, Y1
-	VADDPS       iotaAVX2<>+0(SB), Y1, Y1
-	VBROADCASTSS (CX)(DX*4), Y2
-	VMULPS       Y2, Y1, Y1
-	VADDPS       Y1, Y0, Y0
+	VADDSS       (BX)(DX*4), X2, X2
+	VBROADCASTSS X2, Y2
+	VADDPS       iotaAVX2<>+0(SB), Y2, Y2
+	VBROADCASTSS (CX)(DX*4), Y5
+	VMULPS       Y5, Y2, Y2
+	VADDPS       Y2, Y0, Y0
 
 scores_rows4_row3_noalibi:
-	VMOVUPS      constsAVX2<>+672(SB), Y1
-	VMOVUPS      672(AX), Y2
-	VBLENDVPS    Y2, Y1, Y0, Y0
+	VMOVUPS      constsAVX2<>+672(SB), Y2
+	VMOVUPS      672(AX), Y5
+	VBLENDVPS    Y5, Y2, Y0, Y0
 	MOVQ         88(SP), CX
-	ADDQ         $0x03, CX
 	MOVQ         m+96(FP), DX
 	MOVQ         l+104(FP), BX
-	VMOVUPS      Y0, Y1
-	VPERM2F128   $0x01, Y1, Y1, Y2
-	VMAXPS       Y2, Y1, Y1
-	VPERMILPS    $0x4e, Y1, Y2
-	VMAXPS       Y2, Y1, Y1
-	VPERMILPS    $0xb1, Y1, Y2
-	VMAXPS       Y2, Y1, Y1
-	VBROADCASTSS (DX)(CX*4), Y2
-	VMAXPS       Y1, Y2, Y1
-	VMAXPS       constsAVX2<>+640(SB), Y1, Y3
-	VSUBPS       Y3, Y0, Y0
-	VCMPPS       $0x15, constsAVX2<>+384(SB), Y0, Y4
+	VPERM2F128   $0x20, Y3, Y4, Y2
+	VPERM2F128   $0x31, Y3, Y4, Y5
+	VMAXPS       Y5, Y2, Y2
+	VPERMILPS    $0x4e, Y2, Y5
+	VMAXPS       Y5, Y2, Y2
+	VPERMILPS    $0xb1, Y2, Y5
+	VMAXPS       Y5, Y2, Y2
+	VPERM2F128   $0x20, Y0, Y1, Y5
+	VPERM2F128   $0x31, Y0, Y1, Y6
+	VMAXPS       Y6, Y5, Y5
+	VPERMILPS    $0x4e, Y5, Y6
+	VMAXPS       Y6, Y5, Y5
+	VPERMILPS    $0xb1, Y5, Y6
+	VMAXPS       Y6, Y5, Y5
+	VSHUFPS      $0x00, Y5, Y2, Y2
+	VEXTRACTF128 $0x01, Y2, X5
+	VBLENDPS     $0x0a, X5, X2, X2
+	VMOVUPS      (DX)(CX*4), X5
+	VMAXPS       X2, X5, X2
+	VMAXPS       constsAVX2<>+640(SB), X2, X6
+	VMOVUPS      X2, (DX)(CX*4)
+	VMOVUPS      constsAVX2<>+1024(SB), Y2
+	VSUBPS       X6, X5, X2
+	VBROADCASTSS X6, Y5
+	VSUBPS       Y5, Y4, Y4
+	VPERMILPS    $0x55, X6, X5
+	VBROADCASTSS X5, Y5
+	VSUBPS       Y5, Y3, Y3
+	VPERMILPS    $0xaa, X6, X5
+	VBROADCASTSS X5, Y5
+	VSUBPS       Y5, Y1, Y1
+	VPERMILPS    $0xff, X6, X5
+	VBROADCASTSS X5, Y5
+	VSUBPS       Y5, Y0, Y0
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y4, Y5
+	VMULPS       constsAVX2<>+64(SB), Y4, Y4
+	VADDPS       constsAVX2<>+416(SB), Y4, Y6
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y3, Y7
+	VMULPS       constsAVX2<>+64(SB), Y3, Y3
+	VADDPS       constsAVX2<>+416(SB), Y3, Y8
+	VSUBPS       constsAVX2<>+416(SB), Y6, Y9
+	VSUBPS       Y9, Y4, Y4
+	VSUBPS       constsAVX2<>+416(SB), Y8, Y9
+	VSUBPS       Y9, Y3, Y3
+	VMOVUPS      constsAVX2<>+448(SB), Y9
+	VMOVUPS      constsAVX2<>+448(SB), Y10
+	VFMADD213PS  constsAVX2<>+480(SB), Y4, Y9
+	VFMADD213PS  constsAVX2<>+480(SB), Y3, Y10
+	VFMADD213PS  constsAVX2<>+512(SB), Y4, Y9
+	VFMADD213PS  constsAVX2<>+512(SB), Y3, Y10
+	VFMADD213PS  constsAVX2<>+544(SB), Y4, Y9
+	VFMADD213PS  constsAVX2<>+544(SB), Y3, Y10
+	VFMADD213PS  constsAVX2<>+576(SB), Y4, Y9
+	VFMADD213PS  constsAVX2<>+576(SB), Y3, Y10
+	VFMADD213PS  constsAVX2<>+608(SB), Y4, Y9
+	VFMADD213PS  constsAVX2<>+608(SB), Y3, Y10
+	VFMADD213PS  constsAVX2<>+352(SB), Y4, Y9
+	VFMADD213PS  constsAVX2<>+352(SB), Y3, Y10
+	VPSLLD       $0x17, Y6, Y6
+	VPADDD       Y6, Y9, Y9
+	VANDPS       Y5, Y9, Y9
+	VPSLLD       $0x17, Y8, Y8
+	VPADDD       Y8, Y10, Y10
+	VANDPS       Y7, Y10, Y10
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y1, Y3
+	VMULPS       constsAVX2<>+64(SB), Y1, Y1
+	VADDPS       constsAVX2<>+416(SB), Y1, Y4
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y0, Y5
 	VMULPS       constsAVX2<>+64(SB), Y0, Y0
-	VADDPS       constsAVX2<>+416(SB), Y0, Y5
-	VSUBPS       constsAVX2<>+416(SB), Y5, Y6
-	VSUBPS       Y6, Y0, Y0
-	VMOVUPS      constsAVX2<>+448(SB), Y6
-	VFMADD213PS  constsAVX2<>+480(SB), Y0, Y6
-	VFMADD213PS  constsAVX2<>+512(SB), Y0, Y6
-	VFMADD213PS  constsAVX2<>+544(SB), Y0, Y6
-	VFMADD213PS  constsAVX2<>+576(SB), Y0, Y6
-	VFMADD213PS  constsAVX2<>+608(SB), Y0, Y6
-	VFMADD213PS  constsAVX2<>+352(SB), Y0, Y6
-	VPSLLD       $0x17, Y5, Y5
-	VPADDD       Y5, Y6, Y6
-	VANDPS       Y4, Y6, Y6
-	MOVQ         CX, SI
-	SHLQ         $0x05, SI
-	VMOVUPS      Y6, (AX)(SI*1)
-	VPERM2F128   $0x01, Y6, Y6, Y0
-	VADDPS       Y0, Y6, Y6
-	VPERMILPS    $0x4e, Y6, Y0
-	VADDPS       Y0, Y6, Y6
-	VPERMILPS    $0xb1, Y6, Y0
-	VADDPS       Y0, Y6, Y6
-	VSUBPS       Y3, Y2, Y2
+	VADDPS       constsAVX2<>+416(SB), Y0, Y6
+	VSUBPS       constsAVX2<>+416(SB), Y4, Y7
+	VSUBPS       Y7, Y1, Y1
+	VSUBPS       constsAVX2<>+416(SB), Y6, Y7
+	VSUBPS       Y7, Y0, Y0
+	VMOVUPS      constsAVX2<>+448(SB), Y7
+	VMOVUPS      constsAVX2<>+448(SB), Y8
+	VFMADD213PS  constsAVX2<>+480(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+480(SB), Y0, Y8
+	VFMADD213PS  constsAVX2<>+512(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+512(SB), Y0, Y8
+	VFMADD213PS  constsAVX2<>+544(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+544(SB), Y0, Y8
+	VFMADD213PS  constsAVX2<>+576(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+576(SB), Y0, Y8
+	VFMADD213PS  constsAVX2<>+608(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+608(SB), Y0, Y8
+	VFMADD213PS  constsAVX2<>+352(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+352(SB), Y0, Y8
+	VPSLLD       $0x17, Y4, Y4
+	VPADDD       Y4, Y7, Y7
+	VANDPS       Y3, Y7, Y7
+	VPSLLD       $0x17, Y6, Y6
+	VPADDD       Y6, Y8, Y8
+	VANDPS       Y5, Y8, Y8
+	MOVQ         CX, DX
+	SHLQ         $0x05, DX
+	VMOVUPS      Y9, (AX)(DX*1)
+	VMOVUPS      Y10, 32(AX)(DX*1)
+	VMOVUPS      Y7, 64(AX)(DX*1)
+	VMOVUPS      Y8, 96(AX)(DX*1)
 	VCMPPS       $0x15, constsAVX2<>+384(SB), Y2, Y0
 	VMULPS       constsAVX2<>+64(SB), Y2, Y2
-	VADDPS       constsAVX2<>+416(SB), Y2, Y3
-	VSUBPS       constsAVX2<>+416(SB), Y3, Y4
-	VSUBPS       Y4, Y2, Y2
-	VMOVUPS      constsAVX2<>+448(SB), Y4
-	VFMADD213PS  constsAVX2<>+480(SB), Y2, Y4
-	VFMADD213PS  constsAVX2<>+512(SB), Y2, Y4
-	VFMADD213PS  constsAVX2<>+544(SB), Y2, Y4
-	VFMADD213PS  constsAVX2<>+576(SB), Y2, Y4
-	VFMADD213PS  constsAVX2<>+608(SB), Y2, Y4
-	VFMADD213PS  constsAVX2<>+352(SB), Y2, Y4
-	VPSLLD       $0x17, Y3, Y3
-	VPADDD       Y3, Y4, Y4
-	VANDPS       Y0, Y4, Y4
-	VBROADCASTSS (BX)(CX*4), Y0
-	VFMADD213PS  Y6, Y4, Y0
-	VMOVSS       X0, (BX)(CX*4)
-	VMOVSS       X1, (DX)(CX*4)
-	VMOVSS       X4, 512(AX)(CX*4)
+	VADDPS       constsAVX2<>+416(SB), Y2, Y1
+	VSUBPS       constsAVX2<>+416(SB), Y1, Y3
+	VSUBPS       Y3, Y2, Y2
+	VMOVUPS      constsAVX2<>+448(SB), Y3
+	VFMADD213PS  constsAVX2<>+480(SB), Y2, Y3
+	VFMADD213PS  constsAVX2<>+512(SB), Y2, Y3
+	VFMADD213PS  constsAVX2<>+544(SB), Y2, Y3
+	VFMADD213PS  constsAVX2<>+576(SB), Y2, Y3
+	VFMADD213PS  constsAVX2<>+608(SB), Y2, Y3
+	VFMADD213PS  constsAVX2<>+352(SB), Y2, Y3
+	VPSLLD       $0x17, Y1, Y1
+	VPADDD       Y1, Y3, Y3
+	VANDPS       Y0, Y3, Y3
+	VPERM2F128   $0x20, Y10, Y9, Y0
+	VPERM2F128   $0x31, Y10, Y9, Y1
+	VADDPS       Y1, Y0, Y0
+	VPERMILPS    $0x4e, Y0, Y1
+	VADDPS       Y1, Y0, Y0
+	VPERMILPS    $0xb1, Y0, Y1
+	VADDPS       Y1, Y0, Y0
+	VPERM2F128   $0x20, Y8, Y7, Y1
+	VPERM2F128   $0x31, Y8, Y7, Y2
+	VADDPS       Y2, Y1, Y1
+	VPERMILPS    $0x4e, Y1, Y2
+	VADDPS       Y2, Y1, Y1
+	VPERMILPS    $0xb1, Y1, Y2
+	VADDPS       Y2, Y1, Y1
+	VSHUFPS      $0x00, Y1, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VBLENDPS     $0x0a, X1, X0, X0
+	VMOVUPS      (BX)(CX*4), X1
+	VFMADD213PS  X0, X3, X1
+	VMOVUPS      X1, (BX)(CX*4)
+	VMOVUPS      X3, 512(AX)(CX*4)
 	MOVQ         88(SP), CX
 	MOVQ         96(SP), DX
 	ADDQ         $0x04, CX
@@ -27124,65 +26924,6 @@ scores_rows4_prefetched_row0_noalibi:
 	VMOVUPS      constsAVX2<>+672(SB), Y2
 	VMOVUPS      672(AX), Y5
 	VBLENDVPS    Y5, Y2, Y4, Y4
-	MOVQ         88(SP), CX
-	MOVQ         m+96(FP), DX
-	MOVQ         l+104(FP), BX
-	VMOVUPS      Y4, Y2
-	VPERM2F128   $0x01, Y2, Y2, Y5
-	VMAXPS       Y5, Y2, Y2
-	VPERMILPS    $0x4e, Y2, Y5
-	VMAXPS       Y5, Y2, Y2
-	VPERMILPS    $0xb1, Y2, Y5
-	VMAXPS       Y5, Y2, Y2
-	VBROADCASTSS (DX)(CX*4), Y5
-	VMAXPS       Y2, Y5, Y2
-	VMAXPS       constsAVX2<>+640(SB), Y2, Y6
-	VSUBPS       Y6, Y4, Y4
-	VCMPPS       $0x15, constsAVX2<>+384(SB), Y4, Y7
-	VMULPS       constsAVX2<>+64(SB), Y4, Y4
-	VADDPS       constsAVX2<>+416(SB), Y4, Y8
-	VSUBPS       constsAVX2<>+416(SB), Y8, Y9
-	VSUBPS       Y9, Y4, Y4
-	VMOVUPS      constsAVX2<>+448(SB), Y9
-	VFMADD213PS  constsAVX2<>+480(SB), Y4, Y9
-	VFMADD213PS  constsAVX2<>+512(SB), Y4, Y9
-	VFMADD213PS  constsAVX2<>+544(SB), Y4, Y9
-	VFMADD213PS  constsAVX2<>+576(SB), Y4, Y9
-	VFMADD213PS  constsAVX2<>+608(SB), Y4, Y9
-	VFMADD213PS  constsAVX2<>+352(SB), Y4, Y9
-	VPSLLD       $0x17, Y8, Y8
-	VPADDD       Y8, Y9, Y9
-	VANDPS       Y7, Y9, Y9
-	MOVQ         CX, SI
-	SHLQ         $0x05, SI
-	VMOVUPS      Y9, (AX)(SI*1)
-	VPERM2F128   $0x01, Y9, Y9, Y4
-	VADDPS       Y4, Y9, Y9
-	VPERMILPS    $0x4e, Y9, Y4
-	VADDPS       Y4, Y9, Y9
-	VPERMILPS    $0xb1, Y9, Y4
-	VADDPS       Y4, Y9, Y9
-	VSUBPS       Y6, Y5, Y5
-	VCMPPS       $0x15, constsAVX2<>+384(SB), Y5, Y4
-	VMULPS       constsAVX2<>+64(SB), Y5, Y5
-	VADDPS       constsAVX2<>+416(SB), Y5, Y6
-	VSUBPS       constsAVX2<>+416(SB), Y6, Y7
-	VSUBPS       Y7, Y5, Y5
-	VMOVUPS      constsAVX2<>+448(SB), Y7
-	VFMADD213PS  constsAVX2<>+480(SB), Y5, Y7
-	VFMADD213PS  constsAVX2<>+512(SB), Y5, Y7
-	VFMADD213PS  constsAVX2<>+544(SB), Y5, Y7
-	VFMADD213PS  constsAVX2<>+576(SB), Y5, Y7
-	VFMADD213PS  constsAVX2<>+608(SB), Y5, Y7
-	VFMADD213PS  constsAVX2<>+352(SB), Y5, Y7
-	VPSLLD       $0x17, Y6, Y6
-	VPADDD       Y6, Y7, Y7
-	VANDPS       Y4, Y7, Y7
-	VBROADCASTSS (BX)(CX*4), Y4
-	VFMADD213PS  Y9, Y7, Y4
-	VMOVSS       X4, (BX)(CX*4)
-	VMOVSS       X2, (DX)(CX*4)
-	VMOVSS       X7, 512(AX)(CX*4)
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
 	JZ           scores_rows4_prefetched_row1_noalibi
@@ -27197,74 +26938,14 @@ scores_rows4_prefetched_row0_noalibi:
 	VADDSS       (BX)(DX*4), X2, X2
 	VBROADCASTSS X2, Y2
 	VADDPS       iotaAVX2<>+0(SB), Y2, Y2
-	VBROADCASTSS (CX)(DX*4), Y4
-	VMULPS       Y4, Y2, Y2
+	VBROADCASTSS (CX)(DX*4), Y5
+	VMULPS       Y5, Y2, Y2
 	VADDPS       Y2, Y3, Y3
 
 scores_rows4_prefetched_row1_noalibi:
 	VMOVUPS      constsAVX2<>+672(SB), Y2
-	VMOVUPS      672(AX), Y4
-	VBLENDVPS    Y4, Y2, Y3, Y3
-	MOVQ         88(SP), CX
-	ADDQ         $0x01, CX
-	MOVQ         m+96(FP), DX
-	MOVQ         l+104(FP), BX
-	VMOVUPS      Y3, Y2
-	VPERM2F128   $0x01, Y2, Y2, Y4
-	VMAXPS       Y4, Y2, Y2
-	VPERMILPS    $0x4e, Y2, Y4
-	VMAXPS       Y4, Y2, Y2
-	VPERMILPS    $0xb1, Y2, Y4
-	VMAXPS       Y4, Y2, Y2
-	VBROADCASTSS (DX)(CX*4), Y4
-	VMAXPS       Y2, Y4, Y2
-	VMAXPS       constsAVX2<>+640(SB), Y2, Y5
-	VSUBPS       Y5, Y3, Y3
-	VCMPPS       $0x15, constsAVX2<>+384(SB), Y3, Y6
-	VMULPS       constsAVX2<>+64(SB), Y3, Y3
-	VADDPS       constsAVX2<>+416(SB), Y3, Y7
-	VSUBPS       constsAVX2<>+416(SB), Y7, Y8
-	VSUBPS       Y8, Y3, Y3
-	VMOVUPS      constsAVX2<>+448(SB), Y8
-	VFMADD213PS  constsAVX2<>+480(SB), Y3, Y8
-	VFMADD213PS  constsAVX2<>+512(SB), Y3, Y8
-	VFMADD213PS  constsAVX2<>+544(SB), Y3, Y8
-	VFMADD213PS  constsAVX2<>+576(SB), Y3, Y8
-	VFMADD213PS  constsAVX2<>+608(SB), Y3, Y8
-	VFMADD213PS  constsAVX2<>+352(SB), Y3, Y8
-	VPSLLD       $0x17, Y7, Y7
-	VPADDD       Y7, Y8, Y8
-	VANDPS       Y6, Y8, Y8
-	MOVQ         CX, SI
-	SHLQ         $0x05, SI
-	VMOVUPS      Y8, (AX)(SI*1)
-	VPERM2F128   $0x01, Y8, Y8, Y3
-	VADDPS       Y3, Y8, Y8
-	VPERMILPS    $0x4e, Y8, Y3
-	VADDPS       Y3, Y8, Y8
-	VPERMILPS    $0xb1, Y8, Y3
-	VADDPS       Y3, Y8, Y8
-	VSUBPS       Y5, Y4, Y4
-	VCMPPS       $0x15, constsAVX2<>+384(SB), Y4, Y3
-	VMULPS       constsAVX2<>+64(SB), Y4, Y4
-	VADDPS       constsAVX2<>+416(SB), Y4, Y5
-	VSUBPS       constsAVX2<>+416(SB), Y5, Y6
-	VSUBPS       Y6, Y4, Y4
-	VMOVUPS      constsAVX2<>+448(SB), Y6
-	VFMADD213PS  constsAVX2<>+480(SB), Y4, Y6
-	VFMADD213PS  constsAVX2<>+512(SB), Y4, Y6
-	VFMADD213PS  constsAVX2<>+544(SB), Y4, Y6
-	VFMADD213PS  constsAVX2<>+576(SB), Y4, Y6
-	VFMADD213PS  constsAVX2<>+608(SB), Y4, Y6
-	VFMADD213PS  constsAVX2<>+352(SB), Y4, Y6
-	VPSLLD       $0x17, Y5, Y5
-	VPADDD       Y5, Y6, Y6
-	VANDPS       Y3, Y6, Y6
-	VBROADCASTSS (BX)(CX*4), Y3
-	VFMADD213PS  Y8, Y6, Y3
-	VMOVSS       X3, (BX)(CX*4)
-	VMOVSS       X2, (DX)(CX*4)
-	VMOVSS       X6, 512(AX)(CX*4)
+	VMOVUPS      672(AX), Y5
+	VBLENDVPS    Y5, Y2, Y3, Y3
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
 	JZ           scores_rows4_prefetched_row2_noalibi
@@ -27279,74 +26960,14 @@ scores_rows4_prefetched_row1_noalibi:
 	VADDSS       (BX)(DX*4), X2, X2
 	VBROADCASTSS X2, Y2
 	VADDPS       iotaAVX2<>+0(SB), Y2, Y2
-	VBROADCASTSS (CX)(DX*4), Y3
-	VMULPS       Y3, Y2, Y2
+	VBROADCASTSS (CX)(DX*4), Y5
+	VMULPS       Y5, Y2, Y2
 	VADDPS       Y2, Y1, Y1
 
 scores_rows4_prefetched_row2_noalibi:
 	VMOVUPS      constsAVX2<>+672(SB), Y2
-	VMOVUPS      672(AX), Y3
-	VBLENDVPS    Y3, Y2, Y1, Y1
-	MOVQ         88(SP), CX
-	ADDQ         $0x02, CX
-	MOVQ         m+96(FP), DX
-	MOVQ         l+104(FP), BX
-	VMOVUPS      Y1, Y2
-	VPERM2F128   $0x01, Y2, Y2, Y3
-	VMAXPS       Y3, Y2, Y2
-	VPERMILPS    $0x4e, Y2, Y3
-	VMAXPS       Y3, Y2, Y2
-	VPERMILPS    $0xb1, Y2, Y3
-	VMAXPS       Y3, Y2, Y2
-	VBROADCASTSS (DX)(CX*4), Y3
-	VMAXPS       Y2, Y3, Y2
-	VMAXPS       constsAVX2<>+640(SB), Y2, Y4
-	VSUBPS       Y4, Y1, Y1
-	VCMPPS       $0x15, constsAVX2<>+384(SB), Y1, Y5
-	VMULPS       constsAVX2<>+64(SB), Y1, Y1
-	VADDPS       constsAVX2<>+416(SB), Y1, Y6
-	VSUBPS       constsAVX2<>+416(SB), Y6, Y7
-	VSUBPS       Y7, Y1, Y1
-	VMOVUPS      constsAVX2<>+448(SB), Y7
-	VFMADD213PS  constsAVX2<>+480(SB), Y1, Y7
-	VFMADD213PS  constsAVX2<>+512(SB), Y1, Y7
-	VFMADD213PS  constsAVX2<>+544(SB), Y1, Y7
-	VFMADD213PS  constsAVX2<>+576(SB), Y1, Y7
-	VFMADD213PS  constsAVX2<>+608(SB), Y1, Y7
-	VFMADD213PS  constsAVX2<>+352(SB), Y1, Y7
-	VPSLLD       $0x17, Y6, Y6
-	VPADDD       Y6, Y7, Y7
-	VANDPS       Y5, Y7, Y7
-	MOVQ         CX, SI
-	SHLQ         $0x05, SI
-	VMOVUPS      Y7, (AX)(SI*1)
-	VPERM2F128   $0x01, Y7, Y7, Y1
-	VADDPS       Y1, Y7, Y7
-	VPERMILPS    $0x4e, Y7, Y1
-	VADDPS       Y1, Y7, Y7
-	VPERMILPS    $0xb1, Y7, Y1
-	VADDPS       Y1, Y7, Y7
-	VSUBPS       Y4, Y3, Y3
-	VCMPPS       $0x15, constsAVX2<>+384(SB), Y3, Y1
-	VMULPS       constsAVX2<>+64(SB), Y3, Y3
-	VADDPS       constsAVX2<>+416(SB), Y3, Y4
-	VSUBPS       constsAVX2<>+416(SB), Y4, Y5
-	VSUBPS       Y5, Y3, Y3
-	VMOVUPS      constsAVX2<>+448(SB), Y5
-	VFMADD213PS  constsAVX2<>+480(SB), Y3, Y5
-	VFMADD213PS  constsAVX2<>+512(SB), Y3, Y5
-	VFMADD213PS  constsAVX2<>+544(SB), Y3, Y5
-	VFMADD213PS  constsAVX2<>+576(SB), Y3, Y5
-	VFMADD213PS  constsAVX2<>+608(SB), Y3, Y5
-	VFMADD213PS  constsAVX2<>+352(SB), Y3, Y5
-	VPSLLD       $0x17, Y4, Y4
-	VPADDD       Y4, Y5, Y5
-	VANDPS       Y1, Y5, Y5
-	VBROADCASTSS (BX)(CX*4), Y1
-	VFMADD213PS  Y7, Y5, Y1
-	VMOVSS       X1, (BX)(CX*4)
-	VMOVSS       X2, (DX)(CX*4)
-	VMOVSS       X5, 512(AX)(CX*4)
+	VMOVUPS      672(AX), Y5
+	VBLENDVPS    Y5, Y2, Y1, Y1
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
 	JZ           scores_rows4_prefetched_row3_noalibi
@@ -27354,81 +26975,160 @@ scores_rows4_prefetched_row2_noalibi:
 	ADDQ         $0x03, DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX2<>+1024(SB), Y1
-	VCVTSI2SSQ   BX, X1, X1
+	VMOVUPS      constsAVX2<>+1024(SB), Y2
+	VCVTSI2SSQ   BX, X2, X2
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
-	VADDSS       (BX)(DX*4), X1, X1
-	VBROADCASTSS X1, Y1
-	VADDPS       iotaAVX2<>+0(SB), Y1, Y1
-	VBROADCASTSS (CX)(DX*4), Y2
-	VMULPS       Y2, Y1, Y1
-	VADDPS       Y1, Y0, Y0
+	VADDSS       (BX)(DX*4), X2, X2
+	VBROADCASTSS X2, Y2
+	VADDPS       iotaAVX2<>+0(SB), Y2, Y2
+	VBROADCASTSS (CX)(DX*4), Y5
+	VMULPS       Y5, Y2, Y2
+	VADDPS       Y2, Y0, Y0
 
 scores_rows4_prefetched_row3_noalibi:
-	VMOVUPS      constsAVX2<>+672(SB), Y1
-	VMOVUPS      672(AX), Y2
-	VBLENDVPS    Y2, Y1, Y0, Y0
+	VMOVUPS      constsAVX2<>+672(SB), Y2
+	VMOVUPS      672(AX), Y5
+	VBLENDVPS    Y5, Y2, Y0, Y0
 	MOVQ         88(SP), CX
-	ADDQ         $0x03, CX
 	MOVQ         m+96(FP), DX
 	MOVQ         l+104(FP), BX
-	VMOVUPS      Y0, Y1
-	VPERM2F128   $0x01, Y1, Y1, Y2
-	VMAXPS       Y2, Y1, Y1
-	VPERMILPS    $0x4e, Y1, Y2
-	VMAXPS       Y2, Y1, Y1
-	VPERMILPS    $0xb1, Y1, Y2
-	VMAXPS       Y2, Y1, Y1
-	VBROADCASTSS (DX)(CX*4), Y2
-	VMAXPS       Y1, Y2, Y1
-	VMAXPS       constsAVX2<>+640(SB), Y1, Y3
-	VSUBPS       Y3, Y0, Y0
-	VCMPPS       $0x15, constsAVX2<>+384(SB), Y0, Y4
+	VPERM2F128   $0x20, Y3, Y4, Y2
+	VPERM2F128   $0x31, Y3, Y4, Y5
+	VMAXPS       Y5, Y2, Y2
+	VPERMILPS    $0x4e, Y2, Y5
+	VMAXPS       Y5, Y2, Y2
+	VPERMILPS    $0xb1, Y2, Y5
+	VMAXPS       Y5, Y2, Y2
+	VPERM2F128   $0x20, Y0, Y1, Y5
+	VPERM2F128   $0x31, Y0, Y1, Y6
+	VMAXPS       Y6, Y5, Y5
+	VPERMILPS    $0x4e, Y5, Y6
+	VMAXPS       Y6, Y5, Y5
+	VPERMILPS    $0xb1, Y5, Y6
+	VMAXPS       Y6, Y5, Y5
+	VSHUFPS      $0x00, Y5, Y2, Y2
+	VEXTRACTF128 $0x01, Y2, X5
+	VBLENDPS     $0x0a, X5, X2, X2
+	VMOVUPS      (DX)(CX*4), X5
+	VMAXPS       X2, X5, X2
+	VMAXPS       constsAVX2<>+640(SB), X2, X6
+	VMOVUPS      X2, (DX)(CX*4)
+	VMOVUPS      constsAVX2<>+1024(SB), Y2
+	VSUBPS       X6, X5, X2
+	VBROADCASTSS X6, Y5
+	VSUBPS       Y5, Y4, Y4
+	VPERMILPS    $0x55, X6, X5
+	VBROADCASTSS X5, Y5
+	VSUBPS       Y5, Y3, Y3
+	VPERMILPS    $0xaa, X6, X5
+	VBROADCASTSS X5, Y5
+	VSUBPS       Y5, Y1, Y1
+	VPERMILPS    $0xff, X6, X5
+	VBROADCASTSS X5, Y5
+	VSUBPS       Y5, Y0, Y0
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y4, Y5
+	VMULPS       constsAVX2<>+64(SB), Y4, Y4
+	VADDPS       constsAVX2<>+416(SB), Y4, Y6
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y3, Y7
+	VMULPS       constsAVX2<>+64(SB), Y3, Y3
+	VADDPS       constsAVX2<>+416(SB), Y3, Y8
+	VSUBPS       constsAVX2<>+416(SB), Y6, Y9
+	VSUBPS       Y9, Y4, Y4
+	VSUBPS       constsAVX2<>+416(SB), Y8, Y9
+	VSUBPS       Y9, Y3, Y3
+	VMOVUPS      constsAVX2<>+448(SB), Y9
+	VMOVUPS      constsAVX2<>+448(SB), Y10
+	VFMADD213PS  constsAVX2<>+480(SB), Y4, Y9
+	VFMADD213PS  constsAVX2<>+480(SB), Y3, Y10
+	VFMADD213PS  constsAVX2<>+512(SB), Y4, Y9
+	VFMADD213PS  constsAVX2<>+512(SB), Y3, Y10
+	VFMADD213PS  constsAVX2<>+544(SB), Y4, Y9
+	VFMADD213PS  constsAVX2<>+544(SB), Y3, Y10
+	VFMADD213PS  constsAVX2<>+576(SB), Y4, Y9
+	VFMADD213PS  constsAVX2<>+576(SB), Y3, Y10
+	VFMADD213PS  constsAVX2<>+608(SB), Y4, Y9
+	VFMADD213PS  constsAVX2<>+608(SB), Y3, Y10
+	VFMADD213PS  constsAVX2<>+352(SB), Y4, Y9
+	VFMADD213PS  constsAVX2<>+352(SB), Y3, Y10
+	VPSLLD       $0x17, Y6, Y6
+	VPADDD       Y6, Y9, Y9
+	VANDPS       Y5, Y9, Y9
+	VPSLLD       $0x17, Y8, Y8
+	VPADDD       Y8, Y10, Y10
+	VANDPS       Y7, Y10, Y10
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y1, Y3
+	VMULPS       constsAVX2<>+64(SB), Y1, Y1
+	VADDPS       constsAVX2<>+416(SB), Y1, Y4
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y0, Y5
 	VMULPS       constsAVX2<>+64(SB), Y0, Y0
-	VADDPS       constsAVX2<>+416(SB), Y0, Y5
-	VSUBPS       constsAVX2<>+416(SB), Y5, Y6
-	VSUBPS       Y6, Y0, Y0
-	VMOVUPS      constsAVX2<>+448(SB), Y6
-	VFMADD213PS  constsAVX2<>+480(SB), Y0, Y6
-	VFMADD213PS  constsAVX2<>+512(SB), Y0, Y6
-	VFMADD213PS  constsAVX2<>+544(SB), Y0, Y6
-	VFMADD213PS  constsAVX2<>+576(SB), Y0, Y6
-	VFMADD213PS  constsAVX2<>+608(SB), Y0, Y6
-	VFMADD213PS  constsAVX2<>+352(SB), Y0, Y6
-	VPSLLD       $0x17, Y5, Y5
-	VPADDD       Y5, Y6, Y6
-	VANDPS       Y4, Y6, Y6
-	MOVQ         CX, SI
-	SHLQ         $0x05, SI
-	VMOVUPS      Y6, (AX)(SI*1)
-	VPERM2F128   $0x01, Y6, Y6, Y0
-	VADDPS       Y0, Y6, Y6
-	VPERMILPS    $0x4e, Y6, Y0
-	VADDPS       Y0, Y6, Y6
-	VPERMILPS    $0xb1, Y6, Y0
-	VADDPS       Y0, Y6, Y6
-	VSUBPS       Y3, Y2, Y2
+	VADDPS       constsAVX2<>+416(SB), Y0, Y6
+	VSUBPS       constsAVX2<>+416(SB), Y4, Y7
+	VSUBPS       Y7, Y1, Y1
+	VSUBPS       constsAVX2<>+416(SB), Y6, Y7
+	VSUBPS       Y7, Y0, Y0
+	VMOVUPS      constsAVX2<>+448(SB), Y7
+	VMOVUPS      constsAVX2<>+448(SB), Y8
+	VFMADD213PS  constsAVX2<>+480(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+480(SB), Y0, Y8
+	VFMADD213PS  constsAVX2<>+512(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+512(SB), Y0, Y8
+	VFMADD213PS  constsAVX2<>+544(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+544(SB), Y0, Y8
+	VFMADD213PS  constsAVX2<>+576(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+576(SB), Y0, Y8
+	VFMADD213PS  constsAVX2<>+608(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+608(SB), Y0, Y8
+	VFMADD213PS  constsAVX2<>+352(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+352(SB), Y0, Y8
+	VPSLLD       $0x17, Y4, Y4
+	VPADDD       Y4, Y7, Y7
+	VANDPS       Y3, Y7, Y7
+	VPSLLD       $0x17, Y6, Y6
+	VPADDD       Y6, Y8, Y8
+	VANDPS       Y5, Y8, Y8
+	MOVQ         CX, DX
+	SHLQ         $0x05, DX
+	VMOVUPS      Y9, (AX)(DX*1)
+	VMOVUPS      Y10, 32(AX)(DX*1)
+	VMOVUPS      Y7, 64(AX)(DX*1)
+	VMOVUPS      Y8, 96(AX)(DX*1)
 	VCMPPS       $0x15, constsAVX2<>+384(SB), Y2, Y0
 	VMULPS       constsAVX2<>+64(SB), Y2, Y2
-	VADDPS       constsAVX2<>+416(SB), Y2, Y3
-	VSUBPS       constsAVX2<>+416(SB), Y3, Y4
-	VSUBPS       Y4, Y2, Y2
-	VMOVUPS      constsAVX2<>+448(SB), Y4
-	VFMADD213PS  constsAVX2<>+480(SB), Y2, Y4
-	VFMADD213PS  constsAVX2<>+512(SB), Y2, Y4
-	VFMADD213PS  constsAVX2<>+544(SB), Y2, Y4
-	VFMADD213PS  constsAVX2<>+576(SB), Y2, Y4
-	VFMADD213PS  constsAVX2<>+608(SB), Y2, Y4
-	VFMADD213PS  constsAVX2<>+352(SB), Y2, Y4
-	VPSLLD       $0x17, Y3, Y3
-	VPADDD       Y3, Y4, Y4
-	VANDPS       Y0, Y4, Y4
-	VBROADCASTSS (BX)(CX*4), Y0
-	VFMADD213PS  Y6, Y4, Y0
-	VMOVSS       X0, (BX)(CX*4)
-	VMOVSS       X1, (DX)(CX*4)
-	VMOVSS       X4, 512(AX)(CX*4)
+	VADDPS       constsAVX2<>+416(SB), Y2, Y1
+	VSUBPS       constsAVX2<>+416(SB), Y1, Y3
+	VSUBPS       Y3, Y2, Y2
+	VMOVUPS      constsAVX2<>+448(SB), Y3
+	VFMADD213PS  constsAVX2<>+480(SB), Y2, Y3
+	VFMADD213PS  constsAVX2<>+512(SB), Y2, Y3
+	VFMADD213PS  constsAVX2<>+544(SB), Y2, Y3
+	VFMADD213PS  constsAVX2<>+576(SB), Y2, Y3
+	VFMADD213PS  constsAVX2<>+608(SB), Y2, Y3
+	VFMADD213PS  constsAVX2<>+352(SB), Y2, Y3
+	VPSLLD       $0x17, Y1, Y1
+	VPADDD       Y1, Y3, Y3
+	VANDPS       Y0, Y3, Y3
+	VPERM2F128   $0x20, Y10, Y9, Y0
+	VPERM2F128   $0x31, Y10, Y9, Y1
+	VADDPS       Y1, Y0, Y0
+	VPERMILPS    $0x4e, Y0, Y1
+	VADDPS       Y1, Y0, Y0
+	VPERMILPS    $0xb1, Y0, Y1
+	VADDPS       Y1, Y0, Y0
+	VPERM2F128   $0x20, Y8, Y7, Y1
+	VPERM2F128   $0x31, Y8, Y7, Y2
+	VADDPS       Y2, Y1, Y1
+	VPERMILPS    $0x4e, Y1, Y2
+	VADDPS       Y2, Y1, Y1
+	VPERMILPS    $0xb1, Y1, Y2
+	VADDPS       Y2, Y1, Y1
+	VSHUFPS      $0x00, Y1, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VBLENDPS     $0x0a, X1, X0, X0
+	VMOVUPS      (BX)(CX*4), X1
+	VFMADD213PS  X0, X3, X1
+	VMOVUPS      X1, (BX)(CX*4)
+	VMOVUPS      X3, 512(AX)(CX*4)
 	MOVQ         88(SP), CX
 	MOVQ         96(SP), DX
 	ADDQ         $0x04, CX
@@ -28408,65 +28108,6 @@ scores_rows4_row0_noalibi:
 	VMOVUPS      constsAVX2<>+672(SB), Y2
 	VMOVUPS      672(AX), Y5
 	VBLENDVPS    Y5, Y2, Y4, Y4
-	MOVQ         88(SP), CX
-	MOVQ         m+96(FP), DX
-	MOVQ         l+104(FP), BX
-	VMOVUPS      Y4, Y2
-	VPERM2F128   $0x01, Y2, Y2, Y5
-	VMAXPS       Y5, Y2, Y2
-	VPERMILPS    $0x4e, Y2, Y5
-	VMAXPS       Y5, Y2, Y2
-	VPERMILPS    $0xb1, Y2, Y5
-	VMAXPS       Y5, Y2, Y2
-	VBROADCASTSS (DX)(CX*4), Y5
-	VMAXPS       Y2, Y5, Y2
-	VMAXPS       constsAVX2<>+640(SB), Y2, Y6
-	VSUBPS       Y6, Y4, Y4
-	VCMPPS       $0x15, constsAVX2<>+384(SB), Y4, Y7
-	VMULPS       constsAVX2<>+64(SB), Y4, Y4
-	VADDPS       constsAVX2<>+416(SB), Y4, Y8
-	VSUBPS       constsAVX2<>+416(SB), Y8, Y9
-	VSUBPS       Y9, Y4, Y4
-	VMOVUPS      constsAVX2<>+448(SB), Y9
-	VFMADD213PS  constsAVX2<>+480(SB), Y4, Y9
-	VFMADD213PS  constsAVX2<>+512(SB), Y4, Y9
-	VFMADD213PS  constsAVX2<>+544(SB), Y4, Y9
-	VFMADD213PS  constsAVX2<>+576(SB), Y4, Y9
-	VFMADD213PS  constsAVX2<>+608(SB), Y4, Y9
-	VFMADD213PS  constsAVX2<>+352(SB), Y4, Y9
-	VPSLLD       $0x17, Y8, Y8
-	VPADDD       Y8, Y9, Y9
-	VANDPS       Y7, Y9, Y9
-	MOVQ         CX, SI
-	SHLQ         $0x05, SI
-	VMOVUPS      Y9, (AX)(SI*1)
-	VPERM2F128   $0x01, Y9, Y9, Y4
-	VADDPS       Y4, Y9, Y9
-	VPERMILPS    $0x4e, Y9, Y4
-	VADDPS       Y4, Y9, Y9
-	VPERMILPS    $0xb1, Y9, Y4
-	VADDPS       Y4, Y9, Y9
-	VSUBPS       Y6, Y5, Y5
-	VCMPPS       $0x15, constsAVX2<>+384(SB), Y5, Y4
-	VMULPS       constsAVX2<>+64(SB), Y5, Y5
-	VADDPS       constsAVX2<>+416(SB), Y5, Y6
-	VSUBPS       constsAVX2<>+416(SB), Y6, Y7
-	VSUBPS       Y7, Y5, Y5
-	VMOVUPS      constsAVX2<>+448(SB), Y7
-	VFMADD213PS  constsAVX2<>+480(SB), Y5, Y7
-	VFMADD213PS  constsAVX2<>+512(SB), Y5, Y7
-	VFMADD213PS  constsAVX2<>+544(SB), Y5, Y7
-	VFMADD213PS  constsAVX2<>+576(SB), Y5, Y7
-	VFMADD213PS  constsAVX2<>+608(SB), Y5, Y7
-	VFMADD213PS  constsAVX2<>+352(SB), Y5, Y7
-	VPSLLD       $0x17, Y6, Y6
-	VPADDD       Y6, Y7, Y7
-	VANDPS       Y4, Y7, Y7
-	VBROADCASTSS (BX)(CX*4), Y4
-	VFMADD213PS  Y9, Y7, Y4
-	VMOVSS       X4, (BX)(CX*4)
-	VMOVSS       X2, (DX)(CX*4)
-	VMOVSS       X7, 512(AX)(CX*4)
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
 	JZ           scores_rows4_row1_noalibi
@@ -28481,74 +28122,14 @@ scores_rows4_row0_noalibi:
 	VADDSS       (BX)(DX*4), X2, X2
 	VBROADCASTSS X2, Y2
 	VADDPS       iotaAVX2<>+0(SB), Y2, Y2
-	VBROADCASTSS (CX)(DX*4), Y4
-	VMULPS       Y4, Y2, Y2
+	VBROADCASTSS (CX)(DX*4), Y5
+	VMULPS       Y5, Y2, Y2
 	VADDPS       Y2, Y3, Y3
 
 scores_rows4_row1_noalibi:
 	VMOVUPS      constsAVX2<>+672(SB), Y2
-	VMOVUPS      672(AX), Y4
-	VBLENDVPS    Y4, Y2, Y3, Y3
-	MOVQ         88(SP), CX
-	ADDQ         $0x01, CX
-	MOVQ         m+96(FP), DX
-	MOVQ         l+104(FP), BX
-	VMOVUPS      Y3, Y2
-	VPERM2F128   $0x01, Y2, Y2, Y4
-	VMAXPS       Y4, Y2, Y2
-	VPERMILPS    $0x4e, Y2, Y4
-	VMAXPS       Y4, Y2, Y2
-	VPERMILPS    $0xb1, Y2, Y4
-	VMAXPS       Y4, Y2, Y2
-	VBROADCASTSS (DX)(CX*4), Y4
-	VMAXPS       Y2, Y4, Y2
-	VMAXPS       constsAVX2<>+640(SB), Y2, Y5
-	VSUBPS       Y5, Y3, Y3
-	VCMPPS       $0x15, constsAVX2<>+384(SB), Y3, Y6
-	VMULPS       constsAVX2<>+64(SB), Y3, Y3
-	VADDPS       constsAVX2<>+416(SB), Y3, Y7
-	VSUBPS       constsAVX2<>+416(SB), Y7, Y8
-	VSUBPS       Y8, Y3, Y3
-	VMOVUPS      constsAVX2<>+448(SB), Y8
-	VFMADD213PS  constsAVX2<>+480(SB), Y3, Y8
-	VFMADD213PS  constsAVX2<>+512(SB), Y3, Y8
-	VFMADD213PS  constsAVX2<>+544(SB), Y3, Y8
-	VFMADD213PS  constsAVX2<>+576(SB), Y3, Y8
-	VFMADD213PS  constsAVX2<>+608(SB), Y3, Y8
-	VFMADD213PS  constsAVX2<>+352(SB), Y3, Y8
-	VPSLLD       $0x17, Y7, Y7
-	VPADDD       Y7, Y8, Y8
-	VANDPS       Y6, Y8, Y8
-	MOVQ         CX, SI
-	SHLQ         $0x05, SI
-	VMOVUPS      Y8, (AX)(SI*1)
-	VPERM2F128   $0x01, Y8, Y8, Y3
-	VADDPS       Y3, Y8, Y8
-	VPERMILPS    $0x4e, Y8, Y3
-	VADDPS       Y3, Y8, Y8
-	VPERMILPS    $0xb1, Y8, Y3
-	VADDPS       Y3, Y8, Y8
-	VSUBPS       Y5, Y4, Y4
-	VCMPPS       $0x15, constsAVX2<>+384(SB), Y4, Y3
-	VMULPS       constsAVX2<>+64(SB), Y4, Y4
-	VADDPS       constsAVX2<>+416(SB), Y4, Y5
-	VSUBPS       constsAVX2<>+416(SB), Y5, Y6
-	VSUBPS       Y6, Y4, Y4
-	VMOVUPS      constsAVX2<>+448(SB), Y6
-	VFMADD213PS  constsAVX2<>+480(SB), Y4, Y6
-	VFMADD213PS  constsAVX2<>+512(SB), Y4, Y6
-	VFMADD213PS  constsAVX2<>+544(SB), Y4, Y6
-	VFMADD213PS  constsAVX2<>+576(SB), Y4, Y6
-	VFMADD213PS  constsAVX2<>+608(SB), Y4, Y6
-	VFMADD213PS  constsAVX2<>+352(SB), Y4, Y6
-	VPSLLD       $0x17, Y5, Y5
-	VPADDD       Y5, Y6, Y6
-	VANDPS       Y3, Y6, Y6
-	VBROADCASTSS (BX)(CX*4), Y3
-	VFMADD213PS  Y8, Y6, Y3
-	VMOVSS       X3, (BX)(CX*4)
-	VMOVSS       X2, (DX)(CX*4)
-	VMOVSS       X6, 512(AX)(CX*4)
+	VMOVUPS      672(AX), Y5
+	VBLENDVPS    Y5, Y2, Y3, Y3
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
 	JZ           scores_rows4_row2_noalibi
@@ -28563,74 +28144,14 @@ scores_rows4_row1_noalibi:
 	VADDSS       (BX)(DX*4), X2, X2
 	VBROADCASTSS X2, Y2
 	VADDPS       iotaAVX2<>+0(SB), Y2, Y2
-	VBROADCASTSS (CX)(DX*4), Y3
-	VMULPS       Y3, Y2, Y2
+	VBROADCASTSS (CX)(DX*4), Y5
+	VMULPS       Y5, Y2, Y2
 	VADDPS       Y2, Y1, Y1
 
 scores_rows4_row2_noalibi:
 	VMOVUPS      constsAVX2<>+672(SB), Y2
-	VMOVUPS      672(AX), Y3
-	VBLENDVPS    Y3, Y2, Y1, Y1
-	MOVQ         88(SP), CX
-	ADDQ         $0x02, CX
-	MOVQ         m+96(FP), DX
-	MOVQ         l+104(FP), BX
-	VMOVUPS      Y1, Y2
-	VPERM2F128   $0x01, Y2, Y2, Y3
-	VMAXPS       Y3, Y2, Y2
-	VPERMILPS    $0x4e, Y2, Y3
-	VMAXPS       Y3, Y2, Y2
-	VPERMILPS    $0xb1, Y2, Y3
-	VMAXPS       Y3, Y2, Y2
-	VBROADCASTSS (DX)(CX*4), Y3
-	VMAXPS       Y2, Y3, Y2
-	VMAXPS       constsAVX2<>+640(SB), Y2, Y4
-	VSUBPS       Y4, Y1, Y1
-	VCMPPS       $0x15, constsAVX2<>+384(SB), Y1, Y5
-	VMULPS       constsAVX2<>+64(SB), Y1, Y1
-	VADDPS       constsAVX2<>+416(SB), Y1, Y6
-	VSUBPS       constsAVX2<>+416(SB), Y6, Y7
-	VSUBPS       Y7, Y1, Y1
-	VMOVUPS      constsAVX2<>+448(SB), Y7
-	VFMADD213PS  constsAVX2<>+480(SB), Y1, Y7
-	VFMADD213PS  constsAVX2<>+512(SB), Y1, Y7
-	VFMADD213PS  constsAVX2<>+544(SB), Y1, Y7
-	VFMADD213PS  constsAVX2<>+576(SB), Y1, Y7
-	VFMADD213PS  constsAVX2<>+608(SB), Y1, Y7
-	VFMADD213PS  constsAVX2<>+352(SB), Y1, Y7
-	VPSLLD       $0x17, Y6, Y6
-	VPADDD       Y6, Y7, Y7
-	VANDPS       Y5, Y7, Y7
-	MOVQ         CX, SI
-	SHLQ         $0x05, SI
-	VMOVUPS      Y7, (AX)(SI*1)
-	VPERM2F128   $0x01, Y7, Y7, Y1
-	VADDPS       Y1, Y7, Y7
-	VPERMILPS    $0x4e, Y7, Y1
-	VADDPS       Y1, Y7, Y7
-	VPERMILPS    $0xb1, Y7, Y1
-	VADDPS       Y1, Y7, Y7
-	VSUBPS       Y4, Y3, Y3
-	VCMPPS       $0x15, constsAVX2<>+384(SB), Y3, Y1
-	VMULPS       constsAVX2<>+64(SB), Y3, Y3
-	VADDPS       constsAVX2<>+416(SB), Y3, Y4
-	VSUBPS       constsAVX2<>+416(SB), Y4, Y5
-	VSUBPS       Y5, Y3, Y3
-	VMOVUPS      constsAVX2<>+448(SB), Y5
-	VFMADD213PS  constsAVX2<>+480(SB), Y3, Y5
-	VFMADD213PS  constsAVX2<>+512(SB), Y3, Y5
-	VFMADD213PS  constsAVX2<>+544(SB), Y3, Y5
-	VFMADD213PS  constsAVX2<>+576(SB), Y3, Y5
-	VFMADD213PS  constsAVX2<>+608(SB), Y3, Y5
-	VFMADD213PS  constsAVX2<>+352(SB), Y3, Y5
-	VPSLLD       $0x17, Y4, Y4
-	VPADDD       Y4, Y5, Y5
-	VANDPS       Y1, Y5, Y5
-	VBROADCASTSS (BX)(CX*4), Y1
-	VFMADD213PS  Y7, Y5, Y1
-	VMOVSS       X1, (BX)(CX*4)
-	VMOVSS       X2, (DX)(CX*4)
-	VMOVSS       X5, 512(AX)(CX*4)
+	VMOVUPS      672(AX), Y5
+	VBLENDVPS    Y5, Y2, Y1, Y1
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
 	JZ           scores_rows4_row3_noalibi
@@ -28638,81 +28159,160 @@ scores_rows4_row2_noalibi:
 	ADDQ         $0x03, DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX2<>+1024(SB), Y1
-	VCVTSI2SSQ   BX, X1, X1
+	VMOVUPS      constsAVX2<>+1024(SB), Y2
+	VCVTSI2SSQ   BX, X2, X2
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
-	VADDSS       (BX)(DX*4), X1, X1
-	VBROADCASTSS X1, Y1
-	VADDPS       iotaAVX2<>+0(SB), Y1, Y1
-	VBROADCASTSS (CX)(DX*4), Y2
-	VMULPS       Y2, Y1, Y1
-	VADDPS       Y1, Y0, Y0
+	VADDSS       (BX)(DX*4), X2, X2
+	VBROADCASTSS X2, Y2
+	VADDPS       iotaAVX2<>+0(SB), Y2, Y2
+	VBROADCASTSS (CX)(DX*4), Y5
+	VMULPS       Y5, Y2, Y2
+	VADDPS       Y2, Y0, Y0
 
 scores_rows4_row3_noalibi:
-	VMOVUPS      constsAVX2<>+672(SB), Y1
-	VMOVUPS      672(AX), Y2
-	VBLENDVPS    Y2, Y1, Y0, Y0
+	VMOVUPS      constsAVX2<>+672(SB), Y2
+	VMOVUPS      672(AX), Y5
+	VBLENDVPS    Y5, Y2, Y0, Y0
 	MOVQ         88(SP), CX
-	ADDQ         $0x03, CX
 	MOVQ         m+96(FP), DX
 	MOVQ         l+104(FP), BX
-	VMOVUPS      Y0, Y1
-	VPERM2F128   $0x01, Y1, Y1, Y2
-	VMAXPS       Y2, Y1, Y1
-	VPERMILPS    $0x4e, Y1, Y2
-	VMAXPS       Y2, Y1, Y1
-	VPERMILPS    $0xb1, Y1, Y2
-	VMAXPS       Y2, Y1, Y1
-	VBROADCASTSS (DX)(CX*4), Y2
-	VMAXPS       Y1, Y2, Y1
-	VMAXPS       constsAVX2<>+640(SB), Y1, Y3
-	VSUBPS       Y3, Y0, Y0
-	VCMPPS       $0x15, constsAVX2<>+384(SB), Y0, Y4
+	VPERM2F128   $0x20, Y3, Y4, Y2
+	VPERM2F128   $0x31, Y3, Y4, Y5
+	VMAXPS       Y5, Y2, Y2
+	VPERMILPS    $0x4e, Y2, Y5
+	VMAXPS       Y5, Y2, Y2
+	VPERMILPS    $0xb1, Y2, Y5
+	VMAXPS       Y5, Y2, Y2
+	VPERM2F128   $0x20, Y0, Y1, Y5
+	VPERM2F128   $0x31, Y0, Y1, Y6
+	VMAXPS       Y6, Y5, Y5
+	VPERMILPS    $0x4e, Y5, Y6
+	VMAXPS       Y6, Y5, Y5
+	VPERMILPS    $0xb1, Y5, Y6
+	VMAXPS       Y6, Y5, Y5
+	VSHUFPS      $0x00, Y5, Y2, Y2
+	VEXTRACTF128 $0x01, Y2, X5
+	VBLENDPS     $0x0a, X5, X2, X2
+	VMOVUPS      (DX)(CX*4), X5
+	VMAXPS       X2, X5, X2
+	VMAXPS       constsAVX2<>+640(SB), X2, X6
+	VMOVUPS      X2, (DX)(CX*4)
+	VMOVUPS      constsAVX2<>+1024(SB), Y2
+	VSUBPS       X6, X5, X2
+	VBROADCASTSS X6, Y5
+	VSUBPS       Y5, Y4, Y4
+	VPERMILPS    $0x55, X6, X5
+	VBROADCASTSS X5, Y5
+	VSUBPS       Y5, Y3, Y3
+	VPERMILPS    $0xaa, X6, X5
+	VBROADCASTSS X5, Y5
+	VSUBPS       Y5, Y1, Y1
+	VPERMILPS    $0xff, X6, X5
+	VBROADCASTSS X5, Y5
+	VSUBPS       Y5, Y0, Y0
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y4, Y5
+	VMULPS       constsAVX2<>+64(SB), Y4, Y4
+	VADDPS       constsAVX2<>+416(SB), Y4, Y6
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y3, Y7
+	VMULPS       constsAVX2<>+64(SB), Y3, Y3
+	VADDPS       constsAVX2<>+416(SB), Y3, Y8
+	VSUBPS       constsAVX2<>+416(SB), Y6, Y9
+	VSUBPS       Y9, Y4, Y4
+	VSUBPS       constsAVX2<>+416(SB), Y8, Y9
+	VSUBPS       Y9, Y3, Y3
+	VMOVUPS      constsAVX2<>+448(SB), Y9
+	VMOVUPS      constsAVX2<>+448(SB), Y10
+	VFMADD213PS  constsAVX2<>+480(SB), Y4, Y9
+	VFMADD213PS  constsAVX2<>+480(SB), Y3, Y10
+	VFMADD213PS  constsAVX2<>+512(SB), Y4, Y9
+	VFMADD213PS  constsAVX2<>+512(SB), Y3, Y10
+	VFMADD213PS  constsAVX2<>+544(SB), Y4, Y9
+	VFMADD213PS  constsAVX2<>+544(SB), Y3, Y10
+	VFMADD213PS  constsAVX2<>+576(SB), Y4, Y9
+	VFMADD213PS  constsAVX2<>+576(SB), Y3, Y10
+	VFMADD213PS  constsAVX2<>+608(SB), Y4, Y9
+	VFMADD213PS  constsAVX2<>+608(SB), Y3, Y10
+	VFMADD213PS  constsAVX2<>+352(SB), Y4, Y9
+	VFMADD213PS  constsAVX2<>+352(SB), Y3, Y10
+	VPSLLD       $0x17, Y6, Y6
+	VPADDD       Y6, Y9, Y9
+	VANDPS       Y5, Y9, Y9
+	VPSLLD       $0x17, Y8, Y8
+	VPADDD       Y8, Y10, Y10
+	VANDPS       Y7, Y10, Y10
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y1, Y3
+	VMULPS       constsAVX2<>+64(SB), Y1, Y1
+	VADDPS       constsAVX2<>+416(SB), Y1, Y4
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y0, Y5
 	VMULPS       constsAVX2<>+64(SB), Y0, Y0
-	VADDPS       constsAVX2<>+416(SB), Y0, Y5
-	VSUBPS       constsAVX2<>+416(SB), Y5, Y6
-	VSUBPS       Y6, Y0, Y0
-	VMOVUPS      constsAVX2<>+448(SB), Y6
-	VFMADD213PS  constsAVX2<>+480(SB), Y0, Y6
-	VFMADD213PS  constsAVX2<>+512(SB), Y0, Y6
-	VFMADD213PS  constsAVX2<>+544(SB), Y0, Y6
-	VFMADD213PS  constsAVX2<>+576(SB), Y0, Y6
-	VFMADD213PS  constsAVX2<>+608(SB), Y0, Y6
-	VFMADD213PS  constsAVX2<>+352(SB), Y0, Y6
-	VPSLLD       $0x17, Y5, Y5
-	VPADDD       Y5, Y6, Y6
-	VANDPS       Y4, Y6, Y6
-	MOVQ         CX, SI
-	SHLQ         $0x05, SI
-	VMOVUPS      Y6, (AX)(SI*1)
-	VPERM2F128   $0x01, Y6, Y6, Y0
-	VADDPS       Y0, Y6, Y6
-	VPERMILPS    $0x4e, Y6, Y0
-	VADDPS       Y0, Y6, Y6
-	VPERMILPS    $0xb1, Y6, Y0
-	VADDPS       Y0, Y6, Y6
-	VSUBPS       Y3, Y2, Y2
+	VADDPS       constsAVX2<>+416(SB), Y0, Y6
+	VSUBPS       constsAVX2<>+416(SB), Y4, Y7
+	VSUBPS       Y7, Y1, Y1
+	VSUBPS       constsAVX2<>+416(SB), Y6, Y7
+	VSUBPS       Y7, Y0, Y0
+	VMOVUPS      constsAVX2<>+448(SB), Y7
+	VMOVUPS      constsAVX2<>+448(SB), Y8
+	VFMADD213PS  constsAVX2<>+480(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+480(SB), Y0, Y8
+	VFMADD213PS  constsAVX2<>+512(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+512(SB), Y0, Y8
+	VFMADD213PS  constsAVX2<>+544(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+544(SB), Y0, Y8
+	VFMADD213PS  constsAVX2<>+576(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+576(SB), Y0, Y8
+	VFMADD213PS  constsAVX2<>+608(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+608(SB), Y0, Y8
+	VFMADD213PS  constsAVX2<>+352(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+352(SB), Y0, Y8
+	VPSLLD       $0x17, Y4, Y4
+	VPADDD       Y4, Y7, Y7
+	VANDPS       Y3, Y7, Y7
+	VPSLLD       $0x17, Y6, Y6
+	VPADDD       Y6, Y8, Y8
+	VANDPS       Y5, Y8, Y8
+	MOVQ         CX, DX
+	SHLQ         $0x05, DX
+	VMOVUPS      Y9, (AX)(DX*1)
+	VMOVUPS      Y10, 32(AX)(DX*1)
+	VMOVUPS      Y7, 64(AX)(DX*1)
+	VMOVUPS      Y8, 96(AX)(DX*1)
 	VCMPPS       $0x15, constsAVX2<>+384(SB), Y2, Y0
 	VMULPS       constsAVX2<>+64(SB), Y2, Y2
-	VADDPS       constsAVX2<>+416(SB), Y2, Y3
-	VSUBPS       constsAVX2<>+416(SB), Y3, Y4
-	VSUBPS       Y4, Y2, Y2
-	VMOVUPS      constsAVX2<>+448(SB), Y4
-	VFMADD213PS  constsAVX2<>+480(SB), Y2, Y4
-	VFMADD213PS  constsAVX2<>+512(SB), Y2, Y4
-	VFMADD213PS  constsAVX2<>+544(SB), Y2, Y4
-	VFMADD213PS  constsAVX2<>+576(SB), Y2, Y4
-	VFMADD213PS  constsAVX2<>+608(SB), Y2, Y4
-	VFMADD213PS  constsAVX2<>+352(SB), Y2, Y4
-	VPSLLD       $0x17, Y3, Y3
-	VPADDD       Y3, Y4, Y4
-	VANDPS       Y0, Y4, Y4
-	VBROADCASTSS (BX)(CX*4), Y0
-	VFMADD213PS  Y6, Y4, Y0
-	VMOVSS       X0, (BX)(CX*4)
-	VMOVSS       X1, (DX)(CX*4)
-	VMOVSS       X4, 512(AX)(CX*4)
+	VADDPS       constsAVX2<>+416(SB), Y2, Y1
+	VSUBPS       constsAVX2<>+416(SB), Y1, Y3
+	VSUBPS       Y3, Y2, Y2
+	VMOVUPS      constsAVX2<>+448(SB), Y3
+	VFMADD213PS  constsAVX2<>+480(SB), Y2, Y3
+	VFMADD213PS  constsAVX2<>+512(SB), Y2, Y3
+	VFMADD213PS  constsAVX2<>+544(SB), Y2, Y3
+	VFMADD213PS  constsAVX2<>+576(SB), Y2, Y3
+	VFMADD213PS  constsAVX2<>+608(SB), Y2, Y3
+	VFMADD213PS  constsAVX2<>+352(SB), Y2, Y3
+	VPSLLD       $0x17, Y1, Y1
+	VPADDD       Y1, Y3, Y3
+	VANDPS       Y0, Y3, Y3
+	VPERM2F128   $0x20, Y10, Y9, Y0
+	VPERM2F128   $0x31, Y10, Y9, Y1
+	VADDPS       Y1, Y0, Y0
+	VPERMILPS    $0x4e, Y0, Y1
+	VADDPS       Y1, Y0, Y0
+	VPERMILPS    $0xb1, Y0, Y1
+	VADDPS       Y1, Y0, Y0
+	VPERM2F128   $0x20, Y8, Y7, Y1
+	VPERM2F128   $0x31, Y8, Y7, Y2
+	VADDPS       Y2, Y1, Y1
+	VPERMILPS    $0x4e, Y1, Y2
+	VADDPS       Y2, Y1, Y1
+	VPERMILPS    $0xb1, Y1, Y2
+	VADDPS       Y2, Y1, Y1
+	VSHUFPS      $0x00, Y1, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VBLENDPS     $0x0a, X1, X0, X0
+	VMOVUPS      (BX)(CX*4), X1
+	VFMADD213PS  X0, X3, X1
+	VMOVUPS      X1, (BX)(CX*4)
+	VMOVUPS      X3, 512(AX)(CX*4)
 	MOVQ         88(SP), CX
 	MOVQ         96(SP), DX
 	ADDQ         $0x04, CX
@@ -31903,65 +31503,6 @@ scores_rows4_prefetched_row0_noalibi:
 	VMOVUPS      constsAVX2<>+672(SB), Y2
 	VMOVUPS      672(AX), Y5
 	VBLENDVPS    Y5, Y2, Y4, Y4
-	MOVQ         88(SP), CX
-	MOVQ         m+96(FP), DX
-	MOVQ         l+104(FP), BX
-	VMOVUPS      Y4, Y2
-	VPERM2F128   $0x01, Y2, Y2, Y5
-	VMAXPS       Y5, Y2, Y2
-	VPERMILPS    $0x4e, Y2, Y5
-	VMAXPS       Y5, Y2, Y2
-	VPERMILPS    $0xb1, Y2, Y5
-	VMAXPS       Y5, Y2, Y2
-	VBROADCASTSS (DX)(CX*4), Y5
-	VMAXPS       Y2, Y5, Y2
-	VMAXPS       constsAVX2<>+640(SB), Y2, Y6
-	VSUBPS       Y6, Y4, Y4
-	VCMPPS       $0x15, constsAVX2<>+384(SB), Y4, Y7
-	VMULPS       constsAVX2<>+64(SB), Y4, Y4
-	VADDPS       constsAVX2<>+416(SB), Y4, Y8
-	VSUBPS       constsAVX2<>+416(SB), Y8, Y9
-	VSUBPS       Y9, Y4, Y4
-	VMOVUPS      constsAVX2<>+448(SB), Y9
-	VFMADD213PS  constsAVX2<>+480(SB), Y4, Y9
-	VFMADD213PS  constsAVX2<>+512(SB), Y4, Y9
-	VFMADD213PS  constsAVX2<>+544(SB), Y4, Y9
-	VFMADD213PS  constsAVX2<>+576(SB), Y4, Y9
-	VFMADD213PS  constsAVX2<>+608(SB), Y4, Y9
-	VFMADD213PS  constsAVX2<>+352(SB), Y4, Y9
-	VPSLLD       $0x17, Y8, Y8
-	VPADDD       Y8, Y9, Y9
-	VANDPS       Y7, Y9, Y9
-	MOVQ         CX, SI
-	SHLQ         $0x05, SI
-	VMOVUPS      Y9, (AX)(SI*1)
-	VPERM2F128   $0x01, Y9, Y9, Y4
-	VADDPS       Y4, Y9, Y9
-	VPERMILPS    $0x4e, Y9, Y4
-	VADDPS       Y4, Y9, Y9
-	VPERMILPS    $0xb1, Y9, Y4
-	VADDPS       Y4, Y9, Y9
-	VSUBPS       Y6, Y5, Y5
-	VCMPPS       $0x15, constsAVX2<>+384(SB), Y5, Y4
-	VMULPS       constsAVX2<>+64(SB), Y5, Y5
-	VADDPS       constsAVX2<>+416(SB), Y5, Y6
-	VSUBPS       constsAVX2<>+416(SB), Y6, Y7
-	VSUBPS       Y7, Y5, Y5
-	VMOVUPS      constsAVX2<>+448(SB), Y7
-	VFMADD213PS  constsAVX2<>+480(SB), Y5, Y7
-	VFMADD213PS  constsAVX2<>+512(SB), Y5, Y7
-	VFMADD213PS  constsAVX2<>+544(SB), Y5, Y7
-	VFMADD213PS  constsAVX2<>+576(SB), Y5, Y7
-	VFMADD213PS  constsAVX2<>+608(SB), Y5, Y7
-	VFMADD213PS  constsAVX2<>+352(SB), Y5, Y7
-	VPSLLD       $0x17, Y6, Y6
-	VPADDD       Y6, Y7, Y7
-	VANDPS       Y4, Y7, Y7
-	VBROADCASTSS (BX)(CX*4), Y4
-	VFMADD213PS  Y9, Y7, Y4
-	VMOVSS       X4, (BX)(CX*4)
-	VMOVSS       X2, (DX)(CX*4)
-	VMOVSS       X7, 512(AX)(CX*4)
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
 	JZ           scores_rows4_prefetched_row1_noalibi
@@ -31976,74 +31517,14 @@ scores_rows4_prefetched_row0_noalibi:
 	VADDSS       (BX)(DX*4), X2, X2
 	VBROADCASTSS X2, Y2
 	VADDPS       iotaAVX2<>+0(SB), Y2, Y2
-	VBROADCASTSS (CX)(DX*4), Y4
-	VMULPS       Y4, Y2, Y2
+	VBROADCASTSS (CX)(DX*4), Y5
+	VMULPS       Y5, Y2, Y2
 	VADDPS       Y2, Y3, Y3
 
 scores_rows4_prefetched_row1_noalibi:
 	VMOVUPS      constsAVX2<>+672(SB), Y2
-	VMOVUPS      672(AX), Y4
-	VBLENDVPS    Y4, Y2, Y3, Y3
-	MOVQ         88(SP), CX
-	ADDQ         $0x01, CX
-	MOVQ         m+96(FP), DX
-	MOVQ         l+104(FP), BX
-	VMOVUPS      Y3, Y2
-	VPERM2F128   $0x01, Y2, Y2, Y4
-	VMAXPS       Y4, Y2, Y2
-	VPERMILPS    $0x4e, Y2, Y4
-	VMAXPS       Y4, Y2, Y2
-	VPERMILPS    $0xb1, Y2, Y4
-	VMAXPS       Y4, Y2, Y2
-	VBROADCASTSS (DX)(CX*4), Y4
-	VMAXPS       Y2, Y4, Y2
-	VMAXPS       constsAVX2<>+640(SB), Y2, Y5
-	VSUBPS       Y5, Y3, Y3
-	VCMPPS       $0x15, constsAVX2<>+384(SB), Y3, Y6
-	VMULPS       constsAVX2<>+64(SB), Y3, Y3
-	VADDPS       constsAVX2<>+416(SB), Y3, Y7
-	VSUBPS       constsAVX2<>+416(SB), Y7, Y8
-	VSUBPS       Y8, Y3, Y3
-	VMOVUPS      constsAVX2<>+448(SB), Y8
-	VFMADD213PS  constsAVX2<>+480(SB), Y3, Y8
-	VFMADD213PS  constsAVX2<>+512(SB), Y3, Y8
-	VFMADD213PS  constsAVX2<>+544(SB), Y3, Y8
-	VFMADD213PS  constsAVX2<>+576(SB), Y3, Y8
-	VFMADD213PS  constsAVX2<>+608(SB), Y3, Y8
-	VFMADD213PS  constsAVX2<>+352(SB), Y3, Y8
-	VPSLLD       $0x17, Y7, Y7
-	VPADDD       Y7, Y8, Y8
-	VANDPS       Y6, Y8, Y8
-	MOVQ         CX, SI
-	SHLQ         $0x05, SI
-	VMOVUPS      Y8, (AX)(SI*1)
-	VPERM2F128   $0x01, Y8, Y8, Y3
-	VADDPS       Y3, Y8, Y8
-	VPERMILPS    $0x4e, Y8, Y3
-	VADDPS       Y3, Y8, Y8
-	VPERMILPS    $0xb1, Y8, Y3
-	VADDPS       Y3, Y8, Y8
-	VSUBPS       Y5, Y4, Y4
-	VCMPPS       $0x15, constsAVX2<>+384(SB), Y4, Y3
-	VMULPS       constsAVX2<>+64(SB), Y4, Y4
-	VADDPS       constsAVX2<>+416(SB), Y4, Y5
-	VSUBPS       constsAVX2<>+416(SB), Y5, Y6
-	VSUBPS       Y6, Y4, Y4
-	VMOVUPS      constsAVX2<>+448(SB), Y6
-	VFMADD213PS  constsAVX2<>+480(SB), Y4, Y6
-	VFMADD213PS  constsAVX2<>+512(SB), Y4, Y6
-	VFMADD213PS  constsAVX2<>+544(SB), Y4, Y6
-	VFMADD213PS  constsAVX2<>+576(SB), Y4, Y6
-	VFMADD213PS  constsAVX2<>+608(SB), Y4, Y6
-	VFMADD213PS  constsAVX2<>+352(SB), Y4, Y6
-	VPSLLD       $0x17, Y5, Y5
-	VPADDD       Y5, Y6, Y6
-	VANDPS       Y3, Y6, Y6
-	VBROADCASTSS (BX)(CX*4), Y3
-	VFMADD213PS  Y8, Y6, Y3
-	VMOVSS       X3, (BX)(CX*4)
-	VMOVSS       X2, (DX)(CX*4)
-	VMOVSS       X6, 512(AX)(CX*4)
+	VMOVUPS      672(AX), Y5
+	VBLENDVPS    Y5, Y2, Y3, Y3
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
 	JZ           scores_rows4_prefetched_row2_noalibi
@@ -32058,74 +31539,14 @@ scores_rows4_prefetched_row1_noalibi:
 	VADDSS       (BX)(DX*4), X2, X2
 	VBROADCASTSS X2, Y2
 	VADDPS       iotaAVX2<>+0(SB), Y2, Y2
-	VBROADCASTSS (CX)(DX*4), Y3
-	VMULPS       Y3, Y2, Y2
+	VBROADCASTSS (CX)(DX*4), Y5
+	VMULPS       Y5, Y2, Y2
 	VADDPS       Y2, Y1, Y1
 
 scores_rows4_prefetched_row2_noalibi:
 	VMOVUPS      constsAVX2<>+672(SB), Y2
-	VMOVUPS      672(AX), Y3
-	VBLENDVPS    Y3, Y2, Y1, Y1
-	MOVQ         88(SP), CX
-	ADDQ         $0x02, CX
-	MOVQ         m+96(FP), DX
-	MOVQ         l+104(FP), BX
-	VMOVUPS      Y1, Y2
-	VPERM2F128   $0x01, Y2, Y2, Y3
-	VMAXPS       Y3, Y2, Y2
-	VPERMILPS    $0x4e, Y2, Y3
-	VMAXPS       Y3, Y2, Y2
-	VPERMILPS    $0xb1, Y2, Y3
-	VMAXPS       Y3, Y2, Y2
-	VBROADCASTSS (DX)(CX*4), Y3
-	VMAXPS       Y2, Y3, Y2
-	VMAXPS       constsAVX2<>+640(SB), Y2, Y4
-	VSUBPS       Y4, Y1, Y1
-	VCMPPS       $0x15, constsAVX2<>+384(SB), Y1, Y5
-	VMULPS       constsAVX2<>+64(SB), Y1, Y1
-	VADDPS       constsAVX2<>+416(SB), Y1, Y6
-	VSUBPS       constsAVX2<>+416(SB), Y6, Y7
-	VSUBPS       Y7, Y1, Y1
-	VMOVUPS      constsAVX2<>+448(SB), Y7
-	VFMADD213PS  constsAVX2<>+480(SB), Y1, Y7
-	VFMADD213PS  constsAVX2<>+512(SB), Y1, Y7
-	VFMADD213PS  constsAVX2<>+544(SB), Y1, Y7
-	VFMADD213PS  constsAVX2<>+576(SB), Y1, Y7
-	VFMADD213PS  constsAVX2<>+608(SB), Y1, Y7
-	VFMADD213PS  constsAVX2<>+352(SB), Y1, Y7
-	VPSLLD       $0x17, Y6, Y6
-	VPADDD       Y6, Y7, Y7
-	VANDPS       Y5, Y7, Y7
-	MOVQ         CX, SI
-	SHLQ         $0x05, SI
-	VMOVUPS      Y7, (AX)(SI*1)
-	VPERM2F128   $0x01, Y7, Y7, Y1
-	VADDPS       Y1, Y7, Y7
-	VPERMILPS    $0x4e, Y7, Y1
-	VADDPS       Y1, Y7, Y7
-	VPERMILPS    $0xb1, Y7, Y1
-	VADDPS       Y1, Y7, Y7
-	VSUBPS       Y4, Y3, Y3
-	VCMPPS       $0x15, constsAVX2<>+384(SB), Y3, Y1
-	VMULPS       constsAVX2<>+64(SB), Y3, Y3
-	VADDPS       constsAVX2<>+416(SB), Y3, Y4
-	VSUBPS       constsAVX2<>+416(SB), Y4, Y5
-	VSUBPS       Y5, Y3, Y3
-	VMOVUPS      constsAVX2<>+448(SB), Y5
-	VFMADD213PS  constsAVX2<>+480(SB), Y3, Y5
-	VFMADD213PS  constsAVX2<>+512(SB), Y3, Y5
-	VFMADD213PS  constsAVX2<>+544(SB), Y3, Y5
-	VFMADD213PS  constsAVX2<>+576(SB), Y3, Y5
-	VFMADD213PS  constsAVX2<>+608(SB), Y3, Y5
-	VFMADD213PS  constsAVX2<>+352(SB), Y3, Y5
-	VPSLLD       $0x17, Y4, Y4
-	VPADDD       Y4, Y5, Y5
-	VANDPS       Y1, Y5, Y5
-	VBROADCASTSS (BX)(CX*4), Y1
-	VFMADD213PS  Y7, Y5, Y1
-	VMOVSS       X1, (BX)(CX*4)
-	VMOVSS       X2, (DX)(CX*4)
-	VMOVSS       X5, 512(AX)(CX*4)
+	VMOVUPS      672(AX), Y5
+	VBLENDVPS    Y5, Y2, Y1, Y1
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
 	JZ           scores_rows4_prefetched_row3_noalibi
@@ -32133,81 +31554,160 @@ scores_rows4_prefetched_row2_noalibi:
 	ADDQ         $0x03, DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX2<>+1024(SB), Y1
-	VCVTSI2SSQ   BX, X1, X1
+	VMOVUPS      constsAVX2<>+1024(SB), Y2
+	VCVTSI2SSQ   BX, X2, X2
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
-	VADDSS       (BX)(DX*4), X1, X1
-	VBROADCASTSS X1, Y1
-	VADDPS       iotaAVX2<>+0(SB), Y1, Y1
-	VBROADCASTSS (CX)(DX*4), Y2
-	VMULPS       Y2, Y1, Y1
-	VADDPS       Y1, Y0, Y0
+	VADDSS       (BX)(DX*4), X2, X2
+	VBROADCASTSS X2, Y2
+	VADDPS       iotaAVX2<>+0(SB), Y2, Y2
+	VBROADCASTSS (CX)(DX*4), Y5
+	VMULPS       Y5, Y2, Y2
+	VADDPS       Y2, Y0, Y0
 
 scores_rows4_prefetched_row3_noalibi:
-	VMOVUPS      constsAVX2<>+672(SB), Y1
-	VMOVUPS      672(AX), Y2
-	VBLENDVPS    Y2, Y1, Y0, Y0
+	VMOVUPS      constsAVX2<>+672(SB), Y2
+	VMOVUPS      672(AX), Y5
+	VBLENDVPS    Y5, Y2, Y0, Y0
 	MOVQ         88(SP), CX
-	ADDQ         $0x03, CX
 	MOVQ         m+96(FP), DX
 	MOVQ         l+104(FP), BX
-	VMOVUPS      Y0, Y1
-	VPERM2F128   $0x01, Y1, Y1, Y2
-	VMAXPS       Y2, Y1, Y1
-	VPERMILPS    $0x4e, Y1, Y2
-	VMAXPS       Y2, Y1, Y1
-	VPERMILPS    $0xb1, Y1, Y2
-	VMAXPS       Y2, Y1, Y1
-	VBROADCASTSS (DX)(CX*4), Y2
-	VMAXPS       Y1, Y2, Y1
-	VMAXPS       constsAVX2<>+640(SB), Y1, Y3
-	VSUBPS       Y3, Y0, Y0
-	VCMPPS       $0x15, constsAVX2<>+384(SB), Y0, Y4
+	VPERM2F128   $0x20, Y3, Y4, Y2
+	VPERM2F128   $0x31, Y3, Y4, Y5
+	VMAXPS       Y5, Y2, Y2
+	VPERMILPS    $0x4e, Y2, Y5
+	VMAXPS       Y5, Y2, Y2
+	VPERMILPS    $0xb1, Y2, Y5
+	VMAXPS       Y5, Y2, Y2
+	VPERM2F128   $0x20, Y0, Y1, Y5
+	VPERM2F128   $0x31, Y0, Y1, Y6
+	VMAXPS       Y6, Y5, Y5
+	VPERMILPS    $0x4e, Y5, Y6
+	VMAXPS       Y6, Y5, Y5
+	VPERMILPS    $0xb1, Y5, Y6
+	VMAXPS       Y6, Y5, Y5
+	VSHUFPS      $0x00, Y5, Y2, Y2
+	VEXTRACTF128 $0x01, Y2, X5
+	VBLENDPS     $0x0a, X5, X2, X2
+	VMOVUPS      (DX)(CX*4), X5
+	VMAXPS       X2, X5, X2
+	VMAXPS       constsAVX2<>+640(SB), X2, X6
+	VMOVUPS      X2, (DX)(CX*4)
+	VMOVUPS      constsAVX2<>+1024(SB), Y2
+	VSUBPS       X6, X5, X2
+	VBROADCASTSS X6, Y5
+	VSUBPS       Y5, Y4, Y4
+	VPERMILPS    $0x55, X6, X5
+	VBROADCASTSS X5, Y5
+	VSUBPS       Y5, Y3, Y3
+	VPERMILPS    $0xaa, X6, X5
+	VBROADCASTSS X5, Y5
+	VSUBPS       Y5, Y1, Y1
+	VPERMILPS    $0xff, X6, X5
+	VBROADCASTSS X5, Y5
+	VSUBPS       Y5, Y0, Y0
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y4, Y5
+	VMULPS       constsAVX2<>+64(SB), Y4, Y4
+	VADDPS       constsAVX2<>+416(SB), Y4, Y6
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y3, Y7
+	VMULPS       constsAVX2<>+64(SB), Y3, Y3
+	VADDPS       constsAVX2<>+416(SB), Y3, Y8
+	VSUBPS       constsAVX2<>+416(SB), Y6, Y9
+	VSUBPS       Y9, Y4, Y4
+	VSUBPS       constsAVX2<>+416(SB), Y8, Y9
+	VSUBPS       Y9, Y3, Y3
+	VMOVUPS      constsAVX2<>+448(SB), Y9
+	VMOVUPS      constsAVX2<>+448(SB), Y10
+	VFMADD213PS  constsAVX2<>+480(SB), Y4, Y9
+	VFMADD213PS  constsAVX2<>+480(SB), Y3, Y10
+	VFMADD213PS  constsAVX2<>+512(SB), Y4, Y9
+	VFMADD213PS  constsAVX2<>+512(SB), Y3, Y10
+	VFMADD213PS  constsAVX2<>+544(SB), Y4, Y9
+	VFMADD213PS  constsAVX2<>+544(SB), Y3, Y10
+	VFMADD213PS  constsAVX2<>+576(SB), Y4, Y9
+	VFMADD213PS  constsAVX2<>+576(SB), Y3, Y10
+	VFMADD213PS  constsAVX2<>+608(SB), Y4, Y9
+	VFMADD213PS  constsAVX2<>+608(SB), Y3, Y10
+	VFMADD213PS  constsAVX2<>+352(SB), Y4, Y9
+	VFMADD213PS  constsAVX2<>+352(SB), Y3, Y10
+	VPSLLD       $0x17, Y6, Y6
+	VPADDD       Y6, Y9, Y9
+	VANDPS       Y5, Y9, Y9
+	VPSLLD       $0x17, Y8, Y8
+	VPADDD       Y8, Y10, Y10
+	VANDPS       Y7, Y10, Y10
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y1, Y3
+	VMULPS       constsAVX2<>+64(SB), Y1, Y1
+	VADDPS       constsAVX2<>+416(SB), Y1, Y4
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y0, Y5
 	VMULPS       constsAVX2<>+64(SB), Y0, Y0
-	VADDPS       constsAVX2<>+416(SB), Y0, Y5
-	VSUBPS       constsAVX2<>+416(SB), Y5, Y6
-	VSUBPS       Y6, Y0, Y0
-	VMOVUPS      constsAVX2<>+448(SB), Y6
-	VFMADD213PS  constsAVX2<>+480(SB), Y0, Y6
-	VFMADD213PS  constsAVX2<>+512(SB), Y0, Y6
-	VFMADD213PS  constsAVX2<>+544(SB), Y0, Y6
-	VFMADD213PS  constsAVX2<>+576(SB), Y0, Y6
-	VFMADD213PS  constsAVX2<>+608(SB), Y0, Y6
-	VFMADD213PS  constsAVX2<>+352(SB), Y0, Y6
-	VPSLLD       $0x17, Y5, Y5
-	VPADDD       Y5, Y6, Y6
-	VANDPS       Y4, Y6, Y6
-	MOVQ         CX, SI
-	SHLQ         $0x05, SI
-	VMOVUPS      Y6, (AX)(SI*1)
-	VPERM2F128   $0x01, Y6, Y6, Y0
-	VADDPS       Y0, Y6, Y6
-	VPERMILPS    $0x4e, Y6, Y0
-	VADDPS       Y0, Y6, Y6
-	VPERMILPS    $0xb1, Y6, Y0
-	VADDPS       Y0, Y6, Y6
-	VSUBPS       Y3, Y2, Y2
+	VADDPS       constsAVX2<>+416(SB), Y0, Y6
+	VSUBPS       constsAVX2<>+416(SB), Y4, Y7
+	VSUBPS       Y7, Y1, Y1
+	VSUBPS       constsAVX2<>+416(SB), Y6, Y7
+	VSUBPS       Y7, Y0, Y0
+	VMOVUPS      constsAVX2<>+448(SB), Y7
+	VMOVUPS      constsAVX2<>+448(SB), Y8
+	VFMADD213PS  constsAVX2<>+480(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+480(SB), Y0, Y8
+	VFMADD213PS  constsAVX2<>+512(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+512(SB), Y0, Y8
+	VFMADD213PS  constsAVX2<>+544(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+544(SB), Y0, Y8
+	VFMADD213PS  constsAVX2<>+576(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+576(SB), Y0, Y8
+	VFMADD213PS  constsAVX2<>+608(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+608(SB), Y0, Y8
+	VFMADD213PS  constsAVX2<>+352(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+352(SB), Y0, Y8
+	VPSLLD       $0x17, Y4, Y4
+	VPADDD       Y4, Y7, Y7
+	VANDPS       Y3, Y7, Y7
+	VPSLLD       $0x17, Y6, Y6
+	VPADDD       Y6, Y8, Y8
+	VANDPS       Y5, Y8, Y8
+	MOVQ         CX, DX
+	SHLQ         $0x05, DX
+	VMOVUPS      Y9, (AX)(DX*1)
+	VMOVUPS      Y10, 32(AX)(DX*1)
+	VMOVUPS      Y7, 64(AX)(DX*1)
+	VMOVUPS      Y8, 96(AX)(DX*1)
 	VCMPPS       $0x15, constsAVX2<>+384(SB), Y2, Y0
 	VMULPS       constsAVX2<>+64(SB), Y2, Y2
-	VADDPS       constsAVX2<>+416(SB), Y2, Y3
-	VSUBPS       constsAVX2<>+416(SB), Y3, Y4
-	VSUBPS       Y4, Y2, Y2
-	VMOVUPS      constsAVX2<>+448(SB), Y4
-	VFMADD213PS  constsAVX2<>+480(SB), Y2, Y4
-	VFMADD213PS  constsAVX2<>+512(SB), Y2, Y4
-	VFMADD213PS  constsAVX2<>+544(SB), Y2, Y4
-	VFMADD213PS  constsAVX2<>+576(SB), Y2, Y4
-	VFMADD213PS  constsAVX2<>+608(SB), Y2, Y4
-	VFMADD213PS  constsAVX2<>+352(SB), Y2, Y4
-	VPSLLD       $0x17, Y3, Y3
-	VPADDD       Y3, Y4, Y4
-	VANDPS       Y0, Y4, Y4
-	VBROADCASTSS (BX)(CX*4), Y0
-	VFMADD213PS  Y6, Y4, Y0
-	VMOVSS       X0, (BX)(CX*4)
-	VMOVSS       X1, (DX)(CX*4)
-	VMOVSS       X4, 512(AX)(CX*4)
+	VADDPS       constsAVX2<>+416(SB), Y2, Y1
+	VSUBPS       constsAVX2<>+416(SB), Y1, Y3
+	VSUBPS       Y3, Y2, Y2
+	VMOVUPS      constsAVX2<>+448(SB), Y3
+	VFMADD213PS  constsAVX2<>+480(SB), Y2, Y3
+	VFMADD213PS  constsAVX2<>+512(SB), Y2, Y3
+	VFMADD213PS  constsAVX2<>+544(SB), Y2, Y3
+	VFMADD213PS  constsAVX2<>+576(SB), Y2, Y3
+	VFMADD213PS  constsAVX2<>+608(SB), Y2, Y3
+	VFMADD213PS  constsAVX2<>+352(SB), Y2, Y3
+	VPSLLD       $0x17, Y1, Y1
+	VPADDD       Y1, Y3, Y3
+	VANDPS       Y0, Y3, Y3
+	VPERM2F128   $0x20, Y10, Y9, Y0
+	VPERM2F128   $0x31, Y10, Y9, Y1
+	VADDPS       Y1, Y0, Y0
+	VPERMILPS    $0x4e, Y0, Y1
+	VADDPS       Y1, Y0, Y0
+	VPERMILPS    $0xb1, Y0, Y1
+	VADDPS       Y1, Y0, Y0
+	VPERM2F128   $0x20, Y8, Y7, Y1
+	VPERM2F128   $0x31, Y8, Y7, Y2
+	VADDPS       Y2, Y1, Y1
+	VPERMILPS    $0x4e, Y1, Y2
+	VADDPS       Y2, Y1, Y1
+	VPERMILPS    $0xb1, Y1, Y2
+	VADDPS       Y2, Y1, Y1
+	VSHUFPS      $0x00, Y1, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VBLENDPS     $0x0a, X1, X0, X0
+	VMOVUPS      (BX)(CX*4), X1
+	VFMADD213PS  X0, X3, X1
+	VMOVUPS      X1, (BX)(CX*4)
+	VMOVUPS      X3, 512(AX)(CX*4)
 	MOVQ         88(SP), CX
 	MOVQ         96(SP), DX
 	ADDQ         $0x04, CX
@@ -33235,65 +32735,6 @@ scores_rows4_row0_noalibi:
 	VMOVUPS      constsAVX2<>+672(SB), Y2
 	VMOVUPS      672(AX), Y5
 	VBLENDVPS    Y5, Y2, Y4, Y4
-	MOVQ         88(SP), CX
-	MOVQ         m+96(FP), DX
-	MOVQ         l+104(FP), BX
-	VMOVUPS      Y4, Y2
-	VPERM2F128   $0x01, Y2, Y2, Y5
-	VMAXPS       Y5, Y2, Y2
-	VPERMILPS    $0x4e, Y2, Y5
-	VMAXPS       Y5, Y2, Y2
-	VPERMILPS    $0xb1, Y2, Y5
-	VMAXPS       Y5, Y2, Y2
-	VBROADCASTSS (DX)(CX*4), Y5
-	VMAXPS       Y2, Y5, Y2
-	VMAXPS       constsAVX2<>+640(SB), Y2, Y6
-	VSUBPS       Y6, Y4, Y4
-	VCMPPS       $0x15, constsAVX2<>+384(SB), Y4, Y7
-	VMULPS       constsAVX2<>+64(SB), Y4, Y4
-	VADDPS       constsAVX2<>+416(SB), Y4, Y8
-	VSUBPS       constsAVX2<>+416(SB), Y8, Y9
-	VSUBPS       Y9, Y4, Y4
-	VMOVUPS      constsAVX2<>+448(SB), Y9
-	VFMADD213PS  constsAVX2<>+480(SB), Y4, Y9
-	VFMADD213PS  constsAVX2<>+512(SB), Y4, Y9
-	VFMADD213PS  constsAVX2<>+544(SB), Y4, Y9
-	VFMADD213PS  constsAVX2<>+576(SB), Y4, Y9
-	VFMADD213PS  constsAVX2<>+608(SB), Y4, Y9
-	VFMADD213PS  constsAVX2<>+352(SB), Y4, Y9
-	VPSLLD       $0x17, Y8, Y8
-	VPADDD       Y8, Y9, Y9
-	VANDPS       Y7, Y9, Y9
-	MOVQ         CX, SI
-	SHLQ         $0x05, SI
-	VMOVUPS      Y9, (AX)(SI*1)
-	VPERM2F128   $0x01, Y9, Y9, Y4
-	VADDPS       Y4, Y9, Y9
-	VPERMILPS    $0x4e, Y9, Y4
-	VADDPS       Y4, Y9, Y9
-	VPERMILPS    $0xb1, Y9, Y4
-	VADDPS       Y4, Y9, Y9
-	VSUBPS       Y6, Y5, Y5
-	VCMPPS       $0x15, constsAVX2<>+384(SB), Y5, Y4
-	VMULPS       constsAVX2<>+64(SB), Y5, Y5
-	VADDPS       constsAVX2<>+416(SB), Y5, Y6
-	VSUBPS       constsAVX2<>+416(SB), Y6, Y7
-	VSUBPS       Y7, Y5, Y5
-	VMOVUPS      constsAVX2<>+448(SB), Y7
-	VFMADD213PS  constsAVX2<>+480(SB), Y5, Y7
-	VFMADD213PS  constsAVX2<>+512(SB), Y5, Y7
-	VFMADD213PS  constsAVX2<>+544(SB), Y5, Y7
-	VFMADD213PS  constsAVX2<>+576(SB), Y5, Y7
-	VFMADD213PS  constsAVX2<>+608(SB), Y5, Y7
-	VFMADD213PS  constsAVX2<>+352(SB), Y5, Y7
-	VPSLLD       $0x17, Y6, Y6
-	VPADDD       Y6, Y7, Y7
-	VANDPS       Y4, Y7, Y7
-	VBROADCASTSS (BX)(CX*4), Y4
-	VFMADD213PS  Y9, Y7, Y4
-	VMOVSS       X4, (BX)(CX*4)
-	VMOVSS       X2, (DX)(CX*4)
-	VMOVSS       X7, 512(AX)(CX*4)
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
 	JZ           scores_rows4_row1_noalibi
@@ -33308,74 +32749,14 @@ scores_rows4_row0_noalibi:
 	VADDSS       (BX)(DX*4), X2, X2
 	VBROADCASTSS X2, Y2
 	VADDPS       iotaAVX2<>+0(SB), Y2, Y2
-	VBROADCASTSS (CX)(DX*4), Y4
-	VMULPS       Y4, Y2, Y2
+	VBROADCASTSS (CX)(DX*4), Y5
+	VMULPS       Y5, Y2, Y2
 	VADDPS       Y2, Y3, Y3
 
 scores_rows4_row1_noalibi:
 	VMOVUPS      constsAVX2<>+672(SB), Y2
-	VMOVUPS      672(AX), Y4
-	VBLENDVPS    Y4, Y2, Y3, Y3
-	MOVQ         88(SP), CX
-	ADDQ         $0x01, CX
-	MOVQ         m+96(FP), DX
-	MOVQ         l+104(FP), BX
-	VMOVUPS      Y3, Y2
-	VPERM2F128   $0x01, Y2, Y2, Y4
-	VMAXPS       Y4, Y2, Y2
-	VPERMILPS    $0x4e, Y2, Y4
-	VMAXPS       Y4, Y2, Y2
-	VPERMILPS    $0xb1, Y2, Y4
-	VMAXPS       Y4, Y2, Y2
-	VBROADCASTSS (DX)(CX*4), Y4
-	VMAXPS       Y2, Y4, Y2
-	VMAXPS       constsAVX2<>+640(SB), Y2, Y5
-	VSUBPS       Y5, Y3, Y3
-	VCMPPS       $0x15, constsAVX2<>+384(SB), Y3, Y6
-	VMULPS       constsAVX2<>+64(SB), Y3, Y3
-	VADDPS       constsAVX2<>+416(SB), Y3, Y7
-	VSUBPS       constsAVX2<>+416(SB), Y7, Y8
-	VSUBPS       Y8, Y3, Y3
-	VMOVUPS      constsAVX2<>+448(SB), Y8
-	VFMADD213PS  constsAVX2<>+480(SB), Y3, Y8
-	VFMADD213PS  constsAVX2<>+512(SB), Y3, Y8
-	VFMADD213PS  constsAVX2<>+544(SB), Y3, Y8
-	VFMADD213PS  constsAVX2<>+576(SB), Y3, Y8
-	VFMADD213PS  constsAVX2<>+608(SB), Y3, Y8
-	VFMADD213PS  constsAVX2<>+352(SB), Y3, Y8
-	VPSLLD       $0x17, Y7, Y7
-	VPADDD       Y7, Y8, Y8
-	VANDPS       Y6, Y8, Y8
-	MOVQ         CX, SI
-	SHLQ         $0x05, SI
-	VMOVUPS      Y8, (AX)(SI*1)
-	VPERM2F128   $0x01, Y8, Y8, Y3
-	VADDPS       Y3, Y8, Y8
-	VPERMILPS    $0x4e, Y8, Y3
-	VADDPS       Y3, Y8, Y8
-	VPERMILPS    $0xb1, Y8, Y3
-	VADDPS       Y3, Y8, Y8
-	VSUBPS       Y5, Y4, Y4
-	VCMPPS       $0x15, constsAVX2<>+384(SB), Y4, Y3
-	VMULPS       constsAVX2<>+64(SB), Y4, Y4
-	VADDPS       constsAVX2<>+416(SB), Y4, Y5
-	VSUBPS       constsAVX2<>+416(SB), Y5, Y6
-	VSUBPS       Y6, Y4, Y4
-	VMOVUPS      constsAVX2<>+448(SB), Y6
-	VFMADD213PS  constsAVX2<>+480(SB), Y4, Y6
-	VFMADD213PS  constsAVX2<>+512(SB), Y4, Y6
-	VFMADD213PS  constsAVX2<>+544(SB), Y4, Y6
-	VFMADD213PS  constsAVX2<>+576(SB), Y4, Y6
-	VFMADD213PS  constsAVX2<>+608(SB), Y4, Y6
-	VFMADD213PS  constsAVX2<>+352(SB), Y4, Y6
-	VPSLLD       $0x17, Y5, Y5
-	VPADDD       Y5, Y6, Y6
-	VANDPS       Y3, Y6, Y6
-	VBROADCASTSS (BX)(CX*4), Y3
-	VFMADD213PS  Y8, Y6, Y3
-	VMOVSS       X3, (BX)(CX*4)
-	VMOVSS       X2, (DX)(CX*4)
-	VMOVSS       X6, 512(AX)(CX*4)
+	VMOVUPS      672(AX), Y5
+	VBLENDVPS    Y5, Y2, Y3, Y3
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
 	JZ           scores_rows4_row2_noalibi
@@ -33390,74 +32771,14 @@ scores_rows4_row1_noalibi:
 	VADDSS       (BX)(DX*4), X2, X2
 	VBROADCASTSS X2, Y2
 	VADDPS       iotaAVX2<>+0(SB), Y2, Y2
-	VBROADCASTSS (CX)(DX*4), Y3
-	VMULPS       Y3, Y2, Y2
+	VBROADCASTSS (CX)(DX*4), Y5
+	VMULPS       Y5, Y2, Y2
 	VADDPS       Y2, Y1, Y1
 
 scores_rows4_row2_noalibi:
 	VMOVUPS      constsAVX2<>+672(SB), Y2
-	VMOVUPS      672(AX), Y3
-	VBLENDVPS    Y3, Y2, Y1, Y1
-	MOVQ         88(SP), CX
-	ADDQ         $0x02, CX
-	MOVQ         m+96(FP), DX
-	MOVQ         l+104(FP), BX
-	VMOVUPS      Y1, Y2
-	VPERM2F128   $0x01, Y2, Y2, Y3
-	VMAXPS       Y3, Y2, Y2
-	VPERMILPS    $0x4e, Y2, Y3
-	VMAXPS       Y3, Y2, Y2
-	VPERMILPS    $0xb1, Y2, Y3
-	VMAXPS       Y3, Y2, Y2
-	VBROADCASTSS (DX)(CX*4), Y3
-	VMAXPS       Y2, Y3, Y2
-	VMAXPS       constsAVX2<>+640(SB), Y2, Y4
-	VSUBPS       Y4, Y1, Y1
-	VCMPPS       $0x15, constsAVX2<>+384(SB), Y1, Y5
-	VMULPS       constsAVX2<>+64(SB), Y1, Y1
-	VADDPS       constsAVX2<>+416(SB), Y1, Y6
-	VSUBPS       constsAVX2<>+416(SB), Y6, Y7
-	VSUBPS       Y7, Y1, Y1
-	VMOVUPS      constsAVX2<>+448(SB), Y7
-	VFMADD213PS  constsAVX2<>+480(SB), Y1, Y7
-	VFMADD213PS  constsAVX2<>+512(SB), Y1, Y7
-	VFMADD213PS  constsAVX2<>+544(SB), Y1, Y7
-	VFMADD213PS  constsAVX2<>+576(SB), Y1, Y7
-	VFMADD213PS  constsAVX2<>+608(SB), Y1, Y7
-	VFMADD213PS  constsAVX2<>+352(SB), Y1, Y7
-	VPSLLD       $0x17, Y6, Y6
-	VPADDD       Y6, Y7, Y7
-	VANDPS       Y5, Y7, Y7
-	MOVQ         CX, SI
-	SHLQ         $0x05, SI
-	VMOVUPS      Y7, (AX)(SI*1)
-	VPERM2F128   $0x01, Y7, Y7, Y1
-	VADDPS       Y1, Y7, Y7
-	VPERMILPS    $0x4e, Y7, Y1
-	VADDPS       Y1, Y7, Y7
-	VPERMILPS    $0xb1, Y7, Y1
-	VADDPS       Y1, Y7, Y7
-	VSUBPS       Y4, Y3, Y3
-	VCMPPS       $0x15, constsAVX2<>+384(SB), Y3, Y1
-	VMULPS       constsAVX2<>+64(SB), Y3, Y3
-	VADDPS       constsAVX2<>+416(SB), Y3, Y4
-	VSUBPS       constsAVX2<>+416(SB), Y4, Y5
-	VSUBPS       Y5, Y3, Y3
-	VMOVUPS      constsAVX2<>+448(SB), Y5
-	VFMADD213PS  constsAVX2<>+480(SB), Y3, Y5
-	VFMADD213PS  constsAVX2<>+512(SB), Y3, Y5
-	VFMADD213PS  constsAVX2<>+544(SB), Y3, Y5
-	VFMADD213PS  constsAVX2<>+576(SB), Y3, Y5
-	VFMADD213PS  constsAVX2<>+608(SB), Y3, Y5
-	VFMADD213PS  constsAVX2<>+352(SB), Y3, Y5
-	VPSLLD       $0x17, Y4, Y4
-	VPADDD       Y4, Y5, Y5
-	VANDPS       Y1, Y5, Y5
-	VBROADCASTSS (BX)(CX*4), Y1
-	VFMADD213PS  Y7, Y5, Y1
-	VMOVSS       X1, (BX)(CX*4)
-	VMOVSS       X2, (DX)(CX*4)
-	VMOVSS       X5, 512(AX)(CX*4)
+	VMOVUPS      672(AX), Y5
+	VBLENDVPS    Y5, Y2, Y1, Y1
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
 	JZ           scores_rows4_row3_noalibi
@@ -33465,81 +32786,160 @@ scores_rows4_row2_noalibi:
 	ADDQ         $0x03, DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX2<>+1024(SB), Y1
-	VCVTSI2SSQ   BX, X1, X1
+	VMOVUPS      constsAVX2<>+1024(SB), Y2
+	VCVTSI2SSQ   BX, X2, X2
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
-	VADDSS       (BX)(DX*4), X1, X1
-	VBROADCASTSS X1, Y1
-	VADDPS       iotaAVX2<>+0(SB), Y1, Y1
-	VBROADCASTSS (CX)(DX*4), Y2
-	VMULPS       Y2, Y1, Y1
-	VADDPS       Y1, Y0, Y0
+	VADDSS       (BX)(DX*4), X2, X2
+	VBROADCASTSS X2, Y2
+	VADDPS       iotaAVX2<>+0(SB), Y2, Y2
+	VBROADCASTSS (CX)(DX*4), Y5
+	VMULPS       Y5, Y2, Y2
+	VADDPS       Y2, Y0, Y0
 
 scores_rows4_row3_noalibi:
-	VMOVUPS      constsAVX2<>+672(SB), Y1
-	VMOVUPS      672(AX), Y2
-	VBLENDVPS    Y2, Y1, Y0, Y0
+	VMOVUPS      constsAVX2<>+672(SB), Y2
+	VMOVUPS      672(AX), Y5
+	VBLENDVPS    Y5, Y2, Y0, Y0
 	MOVQ         88(SP), CX
-	ADDQ         $0x03, CX
 	MOVQ         m+96(FP), DX
 	MOVQ         l+104(FP), BX
-	VMOVUPS      Y0, Y1
-	VPERM2F128   $0x01, Y1, Y1, Y2
-	VMAXPS       Y2, Y1, Y1
-	VPERMILPS    $0x4e, Y1, Y2
-	VMAXPS       Y2, Y1, Y1
-	VPERMILPS    $0xb1, Y1, Y2
-	VMAXPS       Y2, Y1, Y1
-	VBROADCASTSS (DX)(CX*4), Y2
-	VMAXPS       Y1, Y2, Y1
-	VMAXPS       constsAVX2<>+640(SB), Y1, Y3
-	VSUBPS       Y3, Y0, Y0
-	VCMPPS       $0x15, constsAVX2<>+384(SB), Y0, Y4
+	VPERM2F128   $0x20, Y3, Y4, Y2
+	VPERM2F128   $0x31, Y3, Y4, Y5
+	VMAXPS       Y5, Y2, Y2
+	VPERMILPS    $0x4e, Y2, Y5
+	VMAXPS       Y5, Y2, Y2
+	VPERMILPS    $0xb1, Y2, Y5
+	VMAXPS       Y5, Y2, Y2
+	VPERM2F128   $0x20, Y0, Y1, Y5
+	VPERM2F128   $0x31, Y0, Y1, Y6
+	VMAXPS       Y6, Y5, Y5
+	VPERMILPS    $0x4e, Y5, Y6
+	VMAXPS       Y6, Y5, Y5
+	VPERMILPS    $0xb1, Y5, Y6
+	VMAXPS       Y6, Y5, Y5
+	VSHUFPS      $0x00, Y5, Y2, Y2
+	VEXTRACTF128 $0x01, Y2, X5
+	VBLENDPS     $0x0a, X5, X2, X2
+	VMOVUPS      (DX)(CX*4), X5
+	VMAXPS       X2, X5, X2
+	VMAXPS       constsAVX2<>+640(SB), X2, X6
+	VMOVUPS      X2, (DX)(CX*4)
+	VMOVUPS      constsAVX2<>+1024(SB), Y2
+	VSUBPS       X6, X5, X2
+	VBROADCASTSS X6, Y5
+	VSUBPS       Y5, Y4, Y4
+	VPERMILPS    $0x55, X6, X5
+	VBROADCASTSS X5, Y5
+	VSUBPS       Y5, Y3, Y3
+	VPERMILPS    $0xaa, X6, X5
+	VBROADCASTSS X5, Y5
+	VSUBPS       Y5, Y1, Y1
+	VPERMILPS    $0xff, X6, X5
+	VBROADCASTSS X5, Y5
+	VSUBPS       Y5, Y0, Y0
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y4, Y5
+	VMULPS       constsAVX2<>+64(SB), Y4, Y4
+	VADDPS       constsAVX2<>+416(SB), Y4, Y6
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y3, Y7
+	VMULPS       constsAVX2<>+64(SB), Y3, Y3
+	VADDPS       constsAVX2<>+416(SB), Y3, Y8
+	VSUBPS       constsAVX2<>+416(SB), Y6, Y9
+	VSUBPS       Y9, Y4, Y4
+	VSUBPS       constsAVX2<>+416(SB), Y8, Y9
+	VSUBPS       Y9, Y3, Y3
+	VMOVUPS      constsAVX2<>+448(SB), Y9
+	VMOVUPS      constsAVX2<>+448(SB), Y10
+	VFMADD213PS  constsAVX2<>+480(SB), Y4, Y9
+	VFMADD213PS  constsAVX2<>+480(SB), Y3, Y10
+	VFMADD213PS  constsAVX2<>+512(SB), Y4, Y9
+	VFMADD213PS  constsAVX2<>+512(SB), Y3, Y10
+	VFMADD213PS  constsAVX2<>+544(SB), Y4, Y9
+	VFMADD213PS  constsAVX2<>+544(SB), Y3, Y10
+	VFMADD213PS  constsAVX2<>+576(SB), Y4, Y9
+	VFMADD213PS  constsAVX2<>+576(SB), Y3, Y10
+	VFMADD213PS  constsAVX2<>+608(SB), Y4, Y9
+	VFMADD213PS  constsAVX2<>+608(SB), Y3, Y10
+	VFMADD213PS  constsAVX2<>+352(SB), Y4, Y9
+	VFMADD213PS  constsAVX2<>+352(SB), Y3, Y10
+	VPSLLD       $0x17, Y6, Y6
+	VPADDD       Y6, Y9, Y9
+	VANDPS       Y5, Y9, Y9
+	VPSLLD       $0x17, Y8, Y8
+	VPADDD       Y8, Y10, Y10
+	VANDPS       Y7, Y10, Y10
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y1, Y3
+	VMULPS       constsAVX2<>+64(SB), Y1, Y1
+	VADDPS       constsAVX2<>+416(SB), Y1, Y4
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y0, Y5
 	VMULPS       constsAVX2<>+64(SB), Y0, Y0
-	VADDPS       constsAVX2<>+416(SB), Y0, Y5
-	VSUBPS       constsAVX2<>+416(SB), Y5, Y6
-	VSUBPS       Y6, Y0, Y0
-	VMOVUPS      constsAVX2<>+448(SB), Y6
-	VFMADD213PS  constsAVX2<>+480(SB), Y0, Y6
-	VFMADD213PS  constsAVX2<>+512(SB), Y0, Y6
-	VFMADD213PS  constsAVX2<>+544(SB), Y0, Y6
-	VFMADD213PS  constsAVX2<>+576(SB), Y0, Y6
-	VFMADD213PS  constsAVX2<>+608(SB), Y0, Y6
-	VFMADD213PS  constsAVX2<>+352(SB), Y0, Y6
-	VPSLLD       $0x17, Y5, Y5
-	VPADDD       Y5, Y6, Y6
-	VANDPS       Y4, Y6, Y6
-	MOVQ         CX, SI
-	SHLQ         $0x05, SI
-	VMOVUPS      Y6, (AX)(SI*1)
-	VPERM2F128   $0x01, Y6, Y6, Y0
-	VADDPS       Y0, Y6, Y6
-	VPERMILPS    $0x4e, Y6, Y0
-	VADDPS       Y0, Y6, Y6
-	VPERMILPS    $0xb1, Y6, Y0
-	VADDPS       Y0, Y6, Y6
-	VSUBPS       Y3, Y2, Y2
+	VADDPS       constsAVX2<>+416(SB), Y0, Y6
+	VSUBPS       constsAVX2<>+416(SB), Y4, Y7
+	VSUBPS       Y7, Y1, Y1
+	VSUBPS       constsAVX2<>+416(SB), Y6, Y7
+	VSUBPS       Y7, Y0, Y0
+	VMOVUPS      constsAVX2<>+448(SB), Y7
+	VMOVUPS      constsAVX2<>+448(SB), Y8
+	VFMADD213PS  constsAVX2<>+480(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+480(SB), Y0, Y8
+	VFMADD213PS  constsAVX2<>+512(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+512(SB), Y0, Y8
+	VFMADD213PS  constsAVX2<>+544(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+544(SB), Y0, Y8
+	VFMADD213PS  constsAVX2<>+576(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+576(SB), Y0, Y8
+	VFMADD213PS  constsAVX2<>+608(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+608(SB), Y0, Y8
+	VFMADD213PS  constsAVX2<>+352(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+352(SB), Y0, Y8
+	VPSLLD       $0x17, Y4, Y4
+	VPADDD       Y4, Y7, Y7
+	VANDPS       Y3, Y7, Y7
+	VPSLLD       $0x17, Y6, Y6
+	VPADDD       Y6, Y8, Y8
+	VANDPS       Y5, Y8, Y8
+	MOVQ         CX, DX
+	SHLQ         $0x05, DX
+	VMOVUPS      Y9, (AX)(DX*1)
+	VMOVUPS      Y10, 32(AX)(DX*1)
+	VMOVUPS      Y7, 64(AX)(DX*1)
+	VMOVUPS      Y8, 96(AX)(DX*1)
 	VCMPPS       $0x15, constsAVX2<>+384(SB), Y2, Y0
 	VMULPS       constsAVX2<>+64(SB), Y2, Y2
-	VADDPS       constsAVX2<>+416(SB), Y2, Y3
-	VSUBPS       constsAVX2<>+416(SB), Y3, Y4
-	VSUBPS       Y4, Y2, Y2
-	VMOVUPS      constsAVX2<>+448(SB), Y4
-	VFMADD213PS  constsAVX2<>+480(SB), Y2, Y4
-	VFMADD213PS  constsAVX2<>+512(SB), Y2, Y4
-	VFMADD213PS  constsAVX2<>+544(SB), Y2, Y4
-	VFMADD213PS  constsAVX2<>+576(SB), Y2, Y4
-	VFMADD213PS  constsAVX2<>+608(SB), Y2, Y4
-	VFMADD213PS  constsAVX2<>+352(SB), Y2, Y4
-	VPSLLD       $0x17, Y3, Y3
-	VPADDD       Y3, Y4, Y4
-	VANDPS       Y0, Y4, Y4
-	VBROADCASTSS (BX)(CX*4), Y0
-	VFMADD213PS  Y6, Y4, Y0
-	VMOVSS       X0, (BX)(CX*4)
-	VMOVSS       X1, (DX)(CX*4)
-	VMOVSS       X4, 512(AX)(CX*4)
+	VADDPS       constsAVX2<>+416(SB), Y2, Y1
+	VSUBPS       constsAVX2<>+416(SB), Y1, Y3
+	VSUBPS       Y3, Y2, Y2
+	VMOVUPS      constsAVX2<>+448(SB), Y3
+	VFMADD213PS  constsAVX2<>+480(SB), Y2, Y3
+	VFMADD213PS  constsAVX2<>+512(SB), Y2, Y3
+	VFMADD213PS  constsAVX2<>+544(SB), Y2, Y3
+	VFMADD213PS  constsAVX2<>+576(SB), Y2, Y3
+	VFMADD213PS  constsAVX2<>+608(SB), Y2, Y3
+	VFMADD213PS  constsAVX2<>+352(SB), Y2, Y3
+	VPSLLD       $0x17, Y1, Y1
+	VPADDD       Y1, Y3, Y3
+	VANDPS       Y0, Y3, Y3
+	VPERM2F128   $0x20, Y10, Y9, Y0
+	VPERM2F128   $0x31, Y10, Y9, Y1
+	VADDPS       Y1, Y0, Y0
+	VPERMILPS    $0x4e, Y0, Y1
+	VADDPS       Y1, Y0, Y0
+	VPERMILPS    $0xb1, Y0, Y1
+	VADDPS       Y1, Y0, Y0
+	VPERM2F128   $0x20, Y8, Y7, Y1
+	VPERM2F128   $0x31, Y8, Y7, Y2
+	VADDPS       Y2, Y1, Y1
+	VPERMILPS    $0x4e, Y1, Y2
+	VADDPS       Y2, Y1, Y1
+	VPERMILPS    $0xb1, Y1, Y2
+	VADDPS       Y2, Y1, Y1
+	VSHUFPS      $0x00, Y1, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VBLENDPS     $0x0a, X1, X0, X0
+	VMOVUPS      (BX)(CX*4), X1
+	VFMADD213PS  X0, X3, X1
+	VMOVUPS      X1, (BX)(CX*4)
+	VMOVUPS      X3, 512(AX)(CX*4)
 	MOVQ         88(SP), CX
 	MOVQ         96(SP), DX
 	ADDQ         $0x04, CX
@@ -37001,65 +36401,6 @@ scores_rows4_prefetched_row0_noalibi:
 	VMOVUPS      constsAVX2<>+672(SB), Y2
 	VMOVUPS      672(AX), Y5
 	VBLENDVPS    Y5, Y2, Y4, Y4
-	MOVQ         88(SP), CX
-	MOVQ         m+96(FP), DX
-	MOVQ         l+104(FP), BX
-	VMOVUPS      Y4, Y2
-	VPERM2F128   $0x01, Y2, Y2, Y5
-	VMAXPS       Y5, Y2, Y2
-	VPERMILPS    $0x4e, Y2, Y5
-	VMAXPS       Y5, Y2, Y2
-	VPERMILPS    $0xb1, Y2, Y5
-	VMAXPS       Y5, Y2, Y2
-	VBROADCASTSS (DX)(CX*4), Y5
-	VMAXPS       Y2, Y5, Y2
-	VMAXPS       constsAVX2<>+640(SB), Y2, Y6
-	VSUBPS       Y6, Y4, Y4
-	VCMPPS       $0x15, constsAVX2<>+384(SB), Y4, Y7
-	VMULPS       constsAVX2<>+64(SB), Y4, Y4
-	VADDPS       constsAVX2<>+416(SB), Y4, Y8
-	VSUBPS       constsAVX2<>+416(SB), Y8, Y9
-	VSUBPS       Y9, Y4, Y4
-	VMOVUPS      constsAVX2<>+448(SB), Y9
-	VFMADD213PS  constsAVX2<>+480(SB), Y4, Y9
-	VFMADD213PS  constsAVX2<>+512(SB), Y4, Y9
-	VFMADD213PS  constsAVX2<>+544(SB), Y4, Y9
-	VFMADD213PS  constsAVX2<>+576(SB), Y4, Y9
-	VFMADD213PS  constsAVX2<>+608(SB), Y4, Y9
-	VFMADD213PS  constsAVX2<>+352(SB), Y4, Y9
-	VPSLLD       $0x17, Y8, Y8
-	VPADDD       Y8, Y9, Y9
-	VANDPS       Y7, Y9, Y9
-	MOVQ         CX, SI
-	SHLQ         $0x05, SI
-	VMOVUPS      Y9, (AX)(SI*1)
-	VPERM2F128   $0x01, Y9, Y9, Y4
-	VADDPS       Y4, Y9, Y9
-	VPERMILPS    $0x4e, Y9, Y4
-	VADDPS       Y4, Y9, Y9
-	VPERMILPS    $0xb1, Y9, Y4
-	VADDPS       Y4, Y9, Y9
-	VSUBPS       Y6, Y5, Y5
-	VCMPPS       $0x15, constsAVX2<>+384(SB), Y5, Y4
-	VMULPS       constsAVX2<>+64(SB), Y5, Y5
-	VADDPS       constsAVX2<>+416(SB), Y5, Y6
-	VSUBPS       constsAVX2<>+416(SB), Y6, Y7
-	VSUBPS       Y7, Y5, Y5
-	VMOVUPS      constsAVX2<>+448(SB), Y7
-	VFMADD213PS  constsAVX2<>+480(SB), Y5, Y7
-	VFMADD213PS  constsAVX2<>+512(SB), Y5, Y7
-	VFMADD213PS  constsAVX2<>+544(SB), Y5, Y7
-	VFMADD213PS  constsAVX2<>+576(SB), Y5, Y7
-	VFMADD213PS  constsAVX2<>+608(SB), Y5, Y7
-	VFMADD213PS  constsAVX2<>+352(SB), Y5, Y7
-	VPSLLD       $0x17, Y6, Y6
-	VPADDD       Y6, Y7, Y7
-	VANDPS       Y4, Y7, Y7
-	VBROADCASTSS (BX)(CX*4), Y4
-	VFMADD213PS  Y9, Y7, Y4
-	VMOVSS       X4, (BX)(CX*4)
-	VMOVSS       X2, (DX)(CX*4)
-	VMOVSS       X7, 512(AX)(CX*4)
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
 	JZ           scores_rows4_prefetched_row1_noalibi
@@ -37074,74 +36415,14 @@ scores_rows4_prefetched_row0_noalibi:
 	VADDSS       (BX)(DX*4), X2, X2
 	VBROADCASTSS X2, Y2
 	VADDPS       iotaAVX2<>+0(SB), Y2, Y2
-	VBROADCASTSS (CX)(DX*4), Y4
-	VMULPS       Y4, Y2, Y2
+	VBROADCASTSS (CX)(DX*4), Y5
+	VMULPS       Y5, Y2, Y2
 	VADDPS       Y2, Y3, Y3
 
 scores_rows4_prefetched_row1_noalibi:
 	VMOVUPS      constsAVX2<>+672(SB), Y2
-	VMOVUPS      672(AX), Y4
-	VBLENDVPS    Y4, Y2, Y3, Y3
-	MOVQ         88(SP), CX
-	ADDQ         $0x01, CX
-	MOVQ         m+96(FP), DX
-	MOVQ         l+104(FP), BX
-	VMOVUPS      Y3, Y2
-	VPERM2F128   $0x01, Y2, Y2, Y4
-	VMAXPS       Y4, Y2, Y2
-	VPERMILPS    $0x4e, Y2, Y4
-	VMAXPS       Y4, Y2, Y2
-	VPERMILPS    $0xb1, Y2, Y4
-	VMAXPS       Y4, Y2, Y2
-	VBROADCASTSS (DX)(CX*4), Y4
-	VMAXPS       Y2, Y4, Y2
-	VMAXPS       constsAVX2<>+640(SB), Y2, Y5
-	VSUBPS       Y5, Y3, Y3
-	VCMPPS       $0x15, constsAVX2<>+384(SB), Y3, Y6
-	VMULPS       constsAVX2<>+64(SB), Y3, Y3
-	VADDPS       constsAVX2<>+416(SB), Y3, Y7
-	VSUBPS       constsAVX2<>+416(SB), Y7, Y8
-	VSUBPS       Y8, Y3, Y3
-	VMOVUPS      constsAVX2<>+448(SB), Y8
-	VFMADD213PS  constsAVX2<>+480(SB), Y3, Y8
-	VFMADD213PS  constsAVX2<>+512(SB), Y3, Y8
-	VFMADD213PS  constsAVX2<>+544(SB), Y3, Y8
-	VFMADD213PS  constsAVX2<>+576(SB), Y3, Y8
-	VFMADD213PS  constsAVX2<>+608(SB), Y3, Y8
-	VFMADD213PS  constsAVX2<>+352(SB), Y3, Y8
-	VPSLLD       $0x17, Y7, Y7
-	VPADDD       Y7, Y8, Y8
-	VANDPS       Y6, Y8, Y8
-	MOVQ         CX, SI
-	SHLQ         $0x05, SI
-	VMOVUPS      Y8, (AX)(SI*1)
-	VPERM2F128   $0x01, Y8, Y8, Y3
-	VADDPS       Y3, Y8, Y8
-	VPERMILPS    $0x4e, Y8, Y3
-	VADDPS       Y3, Y8, Y8
-	VPERMILPS    $0xb1, Y8, Y3
-	VADDPS       Y3, Y8, Y8
-	VSUBPS       Y5, Y4, Y4
-	VCMPPS       $0x15, constsAVX2<>+384(SB), Y4, Y3
-	VMULPS       constsAVX2<>+64(SB), Y4, Y4
-	VADDPS       constsAVX2<>+416(SB), Y4, Y5
-	VSUBPS       constsAVX2<>+416(SB), Y5, Y6
-	VSUBPS       Y6, Y4, Y4
-	VMOVUPS      constsAVX2<>+448(SB), Y6
-	VFMADD213PS  constsAVX2<>+480(SB), Y4, Y6
-	VFMADD213PS  constsAVX2<>+512(SB), Y4, Y6
-	VFMADD213PS  constsAVX2<>+544(SB), Y4, Y6
-	VFMADD213PS  constsAVX2<>+576(SB), Y4, Y6
-	VFMADD213PS  constsAVX2<>+608(SB), Y4, Y6
-	VFMADD213PS  constsAVX2<>+352(SB), Y4, Y6
-	VPSLLD       $0x17, Y5, Y5
-	VPADDD       Y5, Y6, Y6
-	VANDPS       Y3, Y6, Y6
-	VBROADCASTSS (BX)(CX*4), Y3
-	VFMADD213PS  Y8, Y6, Y3
-	VMOVSS       X3, (BX)(CX*4)
-	VMOVSS       X2, (DX)(CX*4)
-	VMOVSS       X6, 512(AX)(CX*4)
+	VMOVUPS      672(AX), Y5
+	VBLENDVPS    Y5, Y2, Y3, Y3
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
 	JZ           scores_rows4_prefetched_row2_noalibi
@@ -37156,74 +36437,14 @@ scores_rows4_prefetched_row1_noalibi:
 	VADDSS       (BX)(DX*4), X2, X2
 	VBROADCASTSS X2, Y2
 	VADDPS       iotaAVX2<>+0(SB), Y2, Y2
-	VBROADCASTSS (CX)(DX*4), Y3
-	VMULPS       Y3, Y2, Y2
+	VBROADCASTSS (CX)(DX*4), Y5
+	VMULPS       Y5, Y2, Y2
 	VADDPS       Y2, Y1, Y1
 
 scores_rows4_prefetched_row2_noalibi:
 	VMOVUPS      constsAVX2<>+672(SB), Y2
-	VMOVUPS      672(AX), Y3
-	VBLENDVPS    Y3, Y2, Y1, Y1
-	MOVQ         88(SP), CX
-	ADDQ         $0x02, CX
-	MOVQ         m+96(FP), DX
-	MOVQ         l+104(FP), BX
-	VMOVUPS      Y1, Y2
-	VPERM2F128   $0x01, Y2, Y2, Y3
-	VMAXPS       Y3, Y2, Y2
-	VPERMILPS    $0x4e, Y2, Y3
-	VMAXPS       Y3, Y2, Y2
-	VPERMILPS    $0xb1, Y2, Y3
-	VMAXPS       Y3, Y2, Y2
-	VBROADCASTSS (DX)(CX*4), Y3
-	VMAXPS       Y2, Y3, Y2
-	VMAXPS       constsAVX2<>+640(SB), Y2, Y4
-	VSUBPS       Y4, Y1, Y1
-	VCMPPS       $0x15, constsAVX2<>+384(SB), Y1, Y5
-	VMULPS       constsAVX2<>+64(SB), Y1, Y1
-	VADDPS       constsAVX2<>+416(SB), Y1, Y6
-	VSUBPS       constsAVX2<>+416(SB), Y6, Y7
-	VSUBPS       Y7, Y1, Y1
-	VMOVUPS      constsAVX2<>+448(SB), Y7
-	VFMADD213PS  constsAVX2<>+480(SB), Y1, Y7
-	VFMADD213PS  constsAVX2<>+512(SB), Y1, Y7
-	VFMADD213PS  constsAVX2<>+544(SB), Y1, Y7
-	VFMADD213PS  constsAVX2<>+576(SB), Y1, Y7
-	VFMADD213PS  constsAVX2<>+608(SB), Y1, Y7
-	VFMADD213PS  constsAVX2<>+352(SB), Y1, Y7
-	VPSLLD       $0x17, Y6, Y6
-	VPADDD       Y6, Y7, Y7
-	VANDPS       Y5, Y7, Y7
-	MOVQ         CX, SI
-	SHLQ         $0x05, SI
-	VMOVUPS      Y7, (AX)(SI*1)
-	VPERM2F128   $0x01, Y7, Y7, Y1
-	VADDPS       Y1, Y7, Y7
-	VPERMILPS    $0x4e, Y7, Y1
-	VADDPS       Y1, Y7, Y7
-	VPERMILPS    $0xb1, Y7, Y1
-	VADDPS       Y1, Y7, Y7
-	VSUBPS       Y4, Y3, Y3
-	VCMPPS       $0x15, constsAVX2<>+384(SB), Y3, Y1
-	VMULPS       constsAVX2<>+64(SB), Y3, Y3
-	VADDPS       constsAVX2<>+416(SB), Y3, Y4
-	VSUBPS       constsAVX2<>+416(SB), Y4, Y5
-	VSUBPS       Y5, Y3, Y3
-	VMOVUPS      constsAVX2<>+448(SB), Y5
-	VFMADD213PS  constsAVX2<>+480(SB), Y3, Y5
-	VFMADD213PS  constsAVX2<>+512(SB), Y3, Y5
-	VFMADD213PS  constsAVX2<>+544(SB), Y3, Y5
-	VFMADD213PS  constsAVX2<>+576(SB), Y3, Y5
-	VFMADD213PS  constsAVX2<>+608(SB), Y3, Y5
-	VFMADD213PS  constsAVX2<>+352(SB), Y3, Y5
-	VPSLLD       $0x17, Y4, Y4
-	VPADDD       Y4, Y5, Y5
-	VANDPS       Y1, Y5, Y5
-	VBROADCASTSS (BX)(CX*4), Y1
-	VFMADD213PS  Y7, Y5, Y1
-	VMOVSS       X1, (BX)(CX*4)
-	VMOVSS       X2, (DX)(CX*4)
-	VMOVSS       X5, 512(AX)(CX*4)
+	VMOVUPS      672(AX), Y5
+	VBLENDVPS    Y5, Y2, Y1, Y1
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
 	JZ           scores_rows4_prefetched_row3_noalibi
@@ -37231,81 +36452,160 @@ scores_rows4_prefetched_row2_noalibi:
 	ADDQ         $0x03, DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX2<>+1024(SB), Y1
-	VCVTSI2SSQ   BX, X1, X1
+	VMOVUPS      constsAVX2<>+1024(SB), Y2
+	VCVTSI2SSQ   BX, X2, X2
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
-	VADDSS       (BX)(DX*4), X1, X1
-	VBROADCASTSS X1, Y1
-	VADDPS       iotaAVX2<>+0(SB), Y1, Y1
-	VBROADCASTSS (CX)(DX*4), Y2
-	VMULPS       Y2, Y1, Y1
-	VADDPS       Y1, Y0, Y0
+	VADDSS       (BX)(DX*4), X2, X2
+	VBROADCASTSS X2, Y2
+	VADDPS       iotaAVX2<>+0(SB), Y2, Y2
+	VBROADCASTSS (CX)(DX*4), Y5
+	VMULPS       Y5, Y2, Y2
+	VADDPS       Y2, Y0, Y0
 
 scores_rows4_prefetched_row3_noalibi:
-	VMOVUPS      constsAVX2<>+672(SB), Y1
-	VMOVUPS      672(AX), Y2
-	VBLENDVPS    Y2, Y1, Y0, Y0
+	VMOVUPS      constsAVX2<>+672(SB), Y2
+	VMOVUPS      672(AX), Y5
+	VBLENDVPS    Y5, Y2, Y0, Y0
 	MOVQ         88(SP), CX
-	ADDQ         $0x03, CX
 	MOVQ         m+96(FP), DX
 	MOVQ         l+104(FP), BX
-	VMOVUPS      Y0, Y1
-	VPERM2F128   $0x01, Y1, Y1, Y2
-	VMAXPS       Y2, Y1, Y1
-	VPERMILPS    $0x4e, Y1, Y2
-	VMAXPS       Y2, Y1, Y1
-	VPERMILPS    $0xb1, Y1, Y2
-	VMAXPS       Y2, Y1, Y1
-	VBROADCASTSS (DX)(CX*4), Y2
-	VMAXPS       Y1, Y2, Y1
-	VMAXPS       constsAVX2<>+640(SB), Y1, Y3
-	VSUBPS       Y3, Y0, Y0
-	VCMPPS       $0x15, constsAVX2<>+384(SB), Y0, Y4
+	VPERM2F128   $0x20, Y3, Y4, Y2
+	VPERM2F128   $0x31, Y3, Y4, Y5
+	VMAXPS       Y5, Y2, Y2
+	VPERMILPS    $0x4e, Y2, Y5
+	VMAXPS       Y5, Y2, Y2
+	VPERMILPS    $0xb1, Y2, Y5
+	VMAXPS       Y5, Y2, Y2
+	VPERM2F128   $0x20, Y0, Y1, Y5
+	VPERM2F128   $0x31, Y0, Y1, Y6
+	VMAXPS       Y6, Y5, Y5
+	VPERMILPS    $0x4e, Y5, Y6
+	VMAXPS       Y6, Y5, Y5
+	VPERMILPS    $0xb1, Y5, Y6
+	VMAXPS       Y6, Y5, Y5
+	VSHUFPS      $0x00, Y5, Y2, Y2
+	VEXTRACTF128 $0x01, Y2, X5
+	VBLENDPS     $0x0a, X5, X2, X2
+	VMOVUPS      (DX)(CX*4), X5
+	VMAXPS       X2, X5, X2
+	VMAXPS       constsAVX2<>+640(SB), X2, X6
+	VMOVUPS      X2, (DX)(CX*4)
+	VMOVUPS      constsAVX2<>+1024(SB), Y2
+	VSUBPS       X6, X5, X2
+	VBROADCASTSS X6, Y5
+	VSUBPS       Y5, Y4, Y4
+	VPERMILPS    $0x55, X6, X5
+	VBROADCASTSS X5, Y5
+	VSUBPS       Y5, Y3, Y3
+	VPERMILPS    $0xaa, X6, X5
+	VBROADCASTSS X5, Y5
+	VSUBPS       Y5, Y1, Y1
+	VPERMILPS    $0xff, X6, X5
+	VBROADCASTSS X5, Y5
+	VSUBPS       Y5, Y0, Y0
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y4, Y5
+	VMULPS       constsAVX2<>+64(SB), Y4, Y4
+	VADDPS       constsAVX2<>+416(SB), Y4, Y6
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y3, Y7
+	VMULPS       constsAVX2<>+64(SB), Y3, Y3
+	VADDPS       constsAVX2<>+416(SB), Y3, Y8
+	VSUBPS       constsAVX2<>+416(SB), Y6, Y9
+	VSUBPS       Y9, Y4, Y4
+	VSUBPS       constsAVX2<>+416(SB), Y8, Y9
+	VSUBPS       Y9, Y3, Y3
+	VMOVUPS      constsAVX2<>+448(SB), Y9
+	VMOVUPS      constsAVX2<>+448(SB), Y10
+	VFMADD213PS  constsAVX2<>+480(SB), Y4, Y9
+	VFMADD213PS  constsAVX2<>+480(SB), Y3, Y10
+	VFMADD213PS  constsAVX2<>+512(SB), Y4, Y9
+	VFMADD213PS  constsAVX2<>+512(SB), Y3, Y10
+	VFMADD213PS  constsAVX2<>+544(SB), Y4, Y9
+	VFMADD213PS  constsAVX2<>+544(SB), Y3, Y10
+	VFMADD213PS  constsAVX2<>+576(SB), Y4, Y9
+	VFMADD213PS  constsAVX2<>+576(SB), Y3, Y10
+	VFMADD213PS  constsAVX2<>+608(SB), Y4, Y9
+	VFMADD213PS  constsAVX2<>+608(SB), Y3, Y10
+	VFMADD213PS  constsAVX2<>+352(SB), Y4, Y9
+	VFMADD213PS  constsAVX2<>+352(SB), Y3, Y10
+	VPSLLD       $0x17, Y6, Y6
+	VPADDD       Y6, Y9, Y9
+	VANDPS       Y5, Y9, Y9
+	VPSLLD       $0x17, Y8, Y8
+	VPADDD       Y8, Y10, Y10
+	VANDPS       Y7, Y10, Y10
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y1, Y3
+	VMULPS       constsAVX2<>+64(SB), Y1, Y1
+	VADDPS       constsAVX2<>+416(SB), Y1, Y4
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y0, Y5
 	VMULPS       constsAVX2<>+64(SB), Y0, Y0
-	VADDPS       constsAVX2<>+416(SB), Y0, Y5
-	VSUBPS       constsAVX2<>+416(SB), Y5, Y6
-	VSUBPS       Y6, Y0, Y0
-	VMOVUPS      constsAVX2<>+448(SB), Y6
-	VFMADD213PS  constsAVX2<>+480(SB), Y0, Y6
-	VFMADD213PS  constsAVX2<>+512(SB), Y0, Y6
-	VFMADD213PS  constsAVX2<>+544(SB), Y0, Y6
-	VFMADD213PS  constsAVX2<>+576(SB), Y0, Y6
-	VFMADD213PS  constsAVX2<>+608(SB), Y0, Y6
-	VFMADD213PS  constsAVX2<>+352(SB), Y0, Y6
-	VPSLLD       $0x17, Y5, Y5
-	VPADDD       Y5, Y6, Y6
-	VANDPS       Y4, Y6, Y6
-	MOVQ         CX, SI
-	SHLQ         $0x05, SI
-	VMOVUPS      Y6, (AX)(SI*1)
-	VPERM2F128   $0x01, Y6, Y6, Y0
-	VADDPS       Y0, Y6, Y6
-	VPERMILPS    $0x4e, Y6, Y0
-	VADDPS       Y0, Y6, Y6
-	VPERMILPS    $0xb1, Y6, Y0
-	VADDPS       Y0, Y6, Y6
-	VSUBPS       Y3, Y2, Y2
+	VADDPS       constsAVX2<>+416(SB), Y0, Y6
+	VSUBPS       constsAVX2<>+416(SB), Y4, Y7
+	VSUBPS       Y7, Y1, Y1
+	VSUBPS       constsAVX2<>+416(SB), Y6, Y7
+	VSUBPS       Y7, Y0, Y0
+	VMOVUPS      constsAVX2<>+448(SB), Y7
+	VMOVUPS      constsAVX2<>+448(SB), Y8
+	VFMADD213PS  constsAVX2<>+480(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+480(SB), Y0, Y8
+	VFMADD213PS  constsAVX2<>+512(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+512(SB), Y0, Y8
+	VFMADD213PS  constsAVX2<>+544(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+544(SB), Y0, Y8
+	VFMADD213PS  constsAVX2<>+576(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+576(SB), Y0, Y8
+	VFMADD213PS  constsAVX2<>+608(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+608(SB), Y0, Y8
+	VFMADD213PS  constsAVX2<>+352(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+352(SB), Y0, Y8
+	VPSLLD       $0x17, Y4, Y4
+	VPADDD       Y4, Y7, Y7
+	VANDPS       Y3, Y7, Y7
+	VPSLLD       $0x17, Y6, Y6
+	VPADDD       Y6, Y8, Y8
+	VANDPS       Y5, Y8, Y8
+	MOVQ         CX, DX
+	SHLQ         $0x05, DX
+	VMOVUPS      Y9, (AX)(DX*1)
+	VMOVUPS      Y10, 32(AX)(DX*1)
+	VMOVUPS      Y7, 64(AX)(DX*1)
+	VMOVUPS      Y8, 96(AX)(DX*1)
 	VCMPPS       $0x15, constsAVX2<>+384(SB), Y2, Y0
 	VMULPS       constsAVX2<>+64(SB), Y2, Y2
-	VADDPS       constsAVX2<>+416(SB), Y2, Y3
-	VSUBPS       constsAVX2<>+416(SB), Y3, Y4
-	VSUBPS       Y4, Y2, Y2
-	VMOVUPS      constsAVX2<>+448(SB), Y4
-	VFMADD213PS  constsAVX2<>+480(SB), Y2, Y4
-	VFMADD213PS  constsAVX2<>+512(SB), Y2, Y4
-	VFMADD213PS  constsAVX2<>+544(SB), Y2, Y4
-	VFMADD213PS  constsAVX2<>+576(SB), Y2, Y4
-	VFMADD213PS  constsAVX2<>+608(SB), Y2, Y4
-	VFMADD213PS  constsAVX2<>+352(SB), Y2, Y4
-	VPSLLD       $0x17, Y3, Y3
-	VPADDD       Y3, Y4, Y4
-	VANDPS       Y0, Y4, Y4
-	VBROADCASTSS (BX)(CX*4), Y0
-	VFMADD213PS  Y6, Y4, Y0
-	VMOVSS       X0, (BX)(CX*4)
-	VMOVSS       X1, (DX)(CX*4)
-	VMOVSS       X4, 512(AX)(CX*4)
+	VADDPS       constsAVX2<>+416(SB), Y2, Y1
+	VSUBPS       constsAVX2<>+416(SB), Y1, Y3
+	VSUBPS       Y3, Y2, Y2
+	VMOVUPS      constsAVX2<>+448(SB), Y3
+	VFMADD213PS  constsAVX2<>+480(SB), Y2, Y3
+	VFMADD213PS  constsAVX2<>+512(SB), Y2, Y3
+	VFMADD213PS  constsAVX2<>+544(SB), Y2, Y3
+	VFMADD213PS  constsAVX2<>+576(SB), Y2, Y3
+	VFMADD213PS  constsAVX2<>+608(SB), Y2, Y3
+	VFMADD213PS  constsAVX2<>+352(SB), Y2, Y3
+	VPSLLD       $0x17, Y1, Y1
+	VPADDD       Y1, Y3, Y3
+	VANDPS       Y0, Y3, Y3
+	VPERM2F128   $0x20, Y10, Y9, Y0
+	VPERM2F128   $0x31, Y10, Y9, Y1
+	VADDPS       Y1, Y0, Y0
+	VPERMILPS    $0x4e, Y0, Y1
+	VADDPS       Y1, Y0, Y0
+	VPERMILPS    $0xb1, Y0, Y1
+	VADDPS       Y1, Y0, Y0
+	VPERM2F128   $0x20, Y8, Y7, Y1
+	VPERM2F128   $0x31, Y8, Y7, Y2
+	VADDPS       Y2, Y1, Y1
+	VPERMILPS    $0x4e, Y1, Y2
+	VADDPS       Y2, Y1, Y1
+	VPERMILPS    $0xb1, Y1, Y2
+	VADDPS       Y2, Y1, Y1
+	VSHUFPS      $0x00, Y1, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VBLENDPS     $0x0a, X1, X0, X0
+	VMOVUPS      (BX)(CX*4), X1
+	VFMADD213PS  X0, X3, X1
+	VMOVUPS      X1, (BX)(CX*4)
+	VMOVUPS      X3, 512(AX)(CX*4)
 	MOVQ         88(SP), CX
 	MOVQ         96(SP), DX
 	ADDQ         $0x04, CX
@@ -38437,65 +37737,6 @@ scores_rows4_row0_noalibi:
 	VMOVUPS      constsAVX2<>+672(SB), Y2
 	VMOVUPS      672(AX), Y5
 	VBLENDVPS    Y5, Y2, Y4, Y4
-	MOVQ         88(SP), CX
-	MOVQ         m+96(FP), DX
-	MOVQ         l+104(FP), BX
-	VMOVUPS      Y4, Y2
-	VPERM2F128   $0x01, Y2, Y2, Y5
-	VMAXPS       Y5, Y2, Y2
-	VPERMILPS    $0x4e, Y2, Y5
-	VMAXPS       Y5, Y2, Y2
-	VPERMILPS    $0xb1, Y2, Y5
-	VMAXPS       Y5, Y2, Y2
-	VBROADCASTSS (DX)(CX*4), Y5
-	VMAXPS       Y2, Y5, Y2
-	VMAXPS       constsAVX2<>+640(SB), Y2, Y6
-	VSUBPS       Y6, Y4, Y4
-	VCMPPS       $0x15, constsAVX2<>+384(SB), Y4, Y7
-	VMULPS       constsAVX2<>+64(SB), Y4, Y4
-	VADDPS       constsAVX2<>+416(SB), Y4, Y8
-	VSUBPS       constsAVX2<>+416(SB), Y8, Y9
-	VSUBPS       Y9, Y4, Y4
-	VMOVUPS      constsAVX2<>+448(SB), Y9
-	VFMADD213PS  constsAVX2<>+480(SB), Y4, Y9
-	VFMADD213PS  constsAVX2<>+512(SB), Y4, Y9
-	VFMADD213PS  constsAVX2<>+544(SB), Y4, Y9
-	VFMADD213PS  constsAVX2<>+576(SB), Y4, Y9
-	VFMADD213PS  constsAVX2<>+608(SB), Y4, Y9
-	VFMADD213PS  constsAVX2<>+352(SB), Y4, Y9
-	VPSLLD       $0x17, Y8, Y8
-	VPADDD       Y8, Y9, Y9
-	VANDPS       Y7, Y9, Y9
-	MOVQ         CX, SI
-	SHLQ         $0x05, SI
-	VMOVUPS      Y9, (AX)(SI*1)
-	VPERM2F128   $0x01, Y9, Y9, Y4
-	VADDPS       Y4, Y9, Y9
-	VPERMILPS    $0x4e, Y9, Y4
-	VADDPS       Y4, Y9, Y9
-	VPERMILPS    $0xb1, Y9, Y4
-	VADDPS       Y4, Y9, Y9
-	VSUBPS       Y6, Y5, Y5
-	VCMPPS       $0x15, constsAVX2<>+384(SB), Y5, Y4
-	VMULPS       constsAVX2<>+64(SB), Y5, Y5
-	VADDPS       constsAVX2<>+416(SB), Y5, Y6
-	VSUBPS       constsAVX2<>+416(SB), Y6, Y7
-	VSUBPS       Y7, Y5, Y5
-	VMOVUPS      constsAVX2<>+448(SB), Y7
-	VFMADD213PS  constsAVX2<>+480(SB), Y5, Y7
-	VFMADD213PS  constsAVX2<>+512(SB), Y5, Y7
-	VFMADD213PS  constsAVX2<>+544(SB), Y5, Y7
-	VFMADD213PS  constsAVX2<>+576(SB), Y5, Y7
-	VFMADD213PS  constsAVX2<>+608(SB), Y5, Y7
-	VFMADD213PS  constsAVX2<>+352(SB), Y5, Y7
-	VPSLLD       $0x17, Y6, Y6
-	VPADDD       Y6, Y7, Y7
-	VANDPS       Y4, Y7, Y7
-	VBROADCASTSS (BX)(CX*4), Y4
-	VFMADD213PS  Y9, Y7, Y4
-	VMOVSS       X4, (BX)(CX*4)
-	VMOVSS       X2, (DX)(CX*4)
-	VMOVSS       X7, 512(AX)(CX*4)
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
 	JZ           scores_rows4_row1_noalibi
@@ -38510,74 +37751,14 @@ scores_rows4_row0_noalibi:
 	VADDSS       (BX)(DX*4), X2, X2
 	VBROADCASTSS X2, Y2
 	VADDPS       iotaAVX2<>+0(SB), Y2, Y2
-	VBROADCASTSS (CX)(DX*4), Y4
-	VMULPS       Y4, Y2, Y2
+	VBROADCASTSS (CX)(DX*4), Y5
+	VMULPS       Y5, Y2, Y2
 	VADDPS       Y2, Y3, Y3
 
 scores_rows4_row1_noalibi:
 	VMOVUPS      constsAVX2<>+672(SB), Y2
-	VMOVUPS      672(AX), Y4
-	VBLENDVPS    Y4, Y2, Y3, Y3
-	MOVQ         88(SP), CX
-	ADDQ         $0x01, CX
-	MOVQ         m+96(FP), DX
-	MOVQ         l+104(FP), BX
-	VMOVUPS      Y3, Y2
-	VPERM2F128   $0x01, Y2, Y2, Y4
-	VMAXPS       Y4, Y2, Y2
-	VPERMILPS    $0x4e, Y2, Y4
-	VMAXPS       Y4, Y2, Y2
-	VPERMILPS    $0xb1, Y2, Y4
-	VMAXPS       Y4, Y2, Y2
-	VBROADCASTSS (DX)(CX*4), Y4
-	VMAXPS       Y2, Y4, Y2
-	VMAXPS       constsAVX2<>+640(SB), Y2, Y5
-	VSUBPS       Y5, Y3, Y3
-	VCMPPS       $0x15, constsAVX2<>+384(SB), Y3, Y6
-	VMULPS       constsAVX2<>+64(SB), Y3, Y3
-	VADDPS       constsAVX2<>+416(SB), Y3, Y7
-	VSUBPS       constsAVX2<>+416(SB), Y7, Y8
-	VSUBPS       Y8, Y3, Y3
-	VMOVUPS      constsAVX2<>+448(SB), Y8
-	VFMADD213PS  constsAVX2<>+480(SB), Y3, Y8
-	VFMADD213PS  constsAVX2<>+512(SB), Y3, Y8
-	VFMADD213PS  constsAVX2<>+544(SB), Y3, Y8
-	VFMADD213PS  constsAVX2<>+576(SB), Y3, Y8
-	VFMADD213PS  constsAVX2<>+608(SB), Y3, Y8
-	VFMADD213PS  constsAVX2<>+352(SB), Y3, Y8
-	VPSLLD       $0x17, Y7, Y7
-	VPADDD       Y7, Y8, Y8
-	VANDPS       Y6, Y8, Y8
-	MOVQ         CX, SI
-	SHLQ         $0x05, SI
-	VMOVUPS      Y8, (AX)(SI*1)
-	VPERM2F128   $0x01, Y8, Y8, Y3
-	VADDPS       Y3, Y8, Y8
-	VPERMILPS    $0x4e, Y8, Y3
-	VADDPS       Y3, Y8, Y8
-	VPERMILPS    $0xb1, Y8, Y3
-	VADDPS       Y3, Y8, Y8
-	VSUBPS       Y5, Y4, Y4
-	VCMPPS       $0x15, constsAVX2<>+384(SB), Y4, Y3
-	VMULPS       constsAVX2<>+64(SB), Y4, Y4
-	VADDPS       constsAVX2<>+416(SB), Y4, Y5
-	VSUBPS       constsAVX2<>+416(SB), Y5, Y6
-	VSUBPS       Y6, Y4, Y4
-	VMOVUPS      constsAVX2<>+448(SB), Y6
-	VFMADD213PS  constsAVX2<>+480(SB), Y4, Y6
-	VFMADD213PS  constsAVX2<>+512(SB), Y4, Y6
-	VFMADD213PS  constsAVX2<>+544(SB), Y4, Y6
-	VFMADD213PS  constsAVX2<>+576(SB), Y4, Y6
-	VFMADD213PS  constsAVX2<>+608(SB), Y4, Y6
-	VFMADD213PS  constsAVX2<>+352(SB), Y4, Y6
-	VPSLLD       $0x17, Y5, Y5
-	VPADDD       Y5, Y6, Y6
-	VANDPS       Y3, Y6, Y6
-	VBROADCASTSS (BX)(CX*4), Y3
-	VFMADD213PS  Y8, Y6, Y3
-	VMOVSS       X3, (BX)(CX*4)
-	VMOVSS       X2, (DX)(CX*4)
-	VMOVSS       X6, 512(AX)(CX*4)
+	VMOVUPS      672(AX), Y5
+	VBLENDVPS    Y5, Y2, Y3, Y3
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
 	JZ           scores_rows4_row2_noalibi
@@ -38592,74 +37773,14 @@ scores_rows4_row1_noalibi:
 	VADDSS       (BX)(DX*4), X2, X2
 	VBROADCASTSS X2, Y2
 	VADDPS       iotaAVX2<>+0(SB), Y2, Y2
-	VBROADCASTSS (CX)(DX*4), Y3
-	VMULPS       Y3, Y2, Y2
+	VBROADCASTSS (CX)(DX*4), Y5
+	VMULPS       Y5, Y2, Y2
 	VADDPS       Y2, Y1, Y1
 
 scores_rows4_row2_noalibi:
 	VMOVUPS      constsAVX2<>+672(SB), Y2
-	VMOVUPS      672(AX), Y3
-	VBLENDVPS    Y3, Y2, Y1, Y1
-	MOVQ         88(SP), CX
-	ADDQ         $0x02, CX
-	MOVQ         m+96(FP), DX
-	MOVQ         l+104(FP), BX
-	VMOVUPS      Y1, Y2
-	VPERM2F128   $0x01, Y2, Y2, Y3
-	VMAXPS       Y3, Y2, Y2
-	VPERMILPS    $0x4e, Y2, Y3
-	VMAXPS       Y3, Y2, Y2
-	VPERMILPS    $0xb1, Y2, Y3
-	VMAXPS       Y3, Y2, Y2
-	VBROADCASTSS (DX)(CX*4), Y3
-	VMAXPS       Y2, Y3, Y2
-	VMAXPS       constsAVX2<>+640(SB), Y2, Y4
-	VSUBPS       Y4, Y1, Y1
-	VCMPPS       $0x15, constsAVX2<>+384(SB), Y1, Y5
-	VMULPS       constsAVX2<>+64(SB), Y1, Y1
-	VADDPS       constsAVX2<>+416(SB), Y1, Y6
-	VSUBPS       constsAVX2<>+416(SB), Y6, Y7
-	VSUBPS       Y7, Y1, Y1
-	VMOVUPS      constsAVX2<>+448(SB), Y7
-	VFMADD213PS  constsAVX2<>+480(SB), Y1, Y7
-	VFMADD213PS  constsAVX2<>+512(SB), Y1, Y7
-	VFMADD213PS  constsAVX2<>+544(SB), Y1, Y7
-	VFMADD213PS  constsAVX2<>+576(SB), Y1, Y7
-	VFMADD213PS  constsAVX2<>+608(SB), Y1, Y7
-	VFMADD213PS  constsAVX2<>+352(SB), Y1, Y7
-	VPSLLD       $0x17, Y6, Y6
-	VPADDD       Y6, Y7, Y7
-	VANDPS       Y5, Y7, Y7
-	MOVQ         CX, SI
-	SHLQ         $0x05, SI
-	VMOVUPS      Y7, (AX)(SI*1)
-	VPERM2F128   $0x01, Y7, Y7, Y1
-	VADDPS       Y1, Y7, Y7
-	VPERMILPS    $0x4e, Y7, Y1
-	VADDPS       Y1, Y7, Y7
-	VPERMILPS    $0xb1, Y7, Y1
-	VADDPS       Y1, Y7, Y7
-	VSUBPS       Y4, Y3, Y3
-	VCMPPS       $0x15, constsAVX2<>+384(SB), Y3, Y1
-	VMULPS       constsAVX2<>+64(SB), Y3, Y3
-	VADDPS       constsAVX2<>+416(SB), Y3, Y4
-	VSUBPS       constsAVX2<>+416(SB), Y4, Y5
-	VSUBPS       Y5, Y3, Y3
-	VMOVUPS      constsAVX2<>+448(SB), Y5
-	VFMADD213PS  constsAVX2<>+480(SB), Y3, Y5
-	VFMADD213PS  constsAVX2<>+512(SB), Y3, Y5
-	VFMADD213PS  constsAVX2<>+544(SB), Y3, Y5
-	VFMADD213PS  constsAVX2<>+576(SB), Y3, Y5
-	VFMADD213PS  constsAVX2<>+608(SB), Y3, Y5
-	VFMADD213PS  constsAVX2<>+352(SB), Y3, Y5
-	VPSLLD       $0x17, Y4, Y4
-	VPADDD       Y4, Y5, Y5
-	VANDPS       Y1, Y5, Y5
-	VBROADCASTSS (BX)(CX*4), Y1
-	VFMADD213PS  Y7, Y5, Y1
-	VMOVSS       X1, (BX)(CX*4)
-	VMOVSS       X2, (DX)(CX*4)
-	VMOVSS       X5, 512(AX)(CX*4)
+	VMOVUPS      672(AX), Y5
+	VBLENDVPS    Y5, Y2, Y1, Y1
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
 	JZ           scores_rows4_row3_noalibi
@@ -38667,81 +37788,160 @@ scores_rows4_row2_noalibi:
 	ADDQ         $0x03, DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX2<>+1024(SB), Y1
-	VCVTSI2SSQ   BX, X1, X1
+	VMOVUPS      constsAVX2<>+1024(SB), Y2
+	VCVTSI2SSQ   BX, X2, X2
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
-	VADDSS       (BX)(DX*4), X1, X1
-	VBROADCASTSS X1, Y1
-	VADDPS       iotaAVX2<>+0(SB), Y1, Y1
-	VBROADCASTSS (CX)(DX*4), Y2
-	VMULPS       Y2, Y1, Y1
-	VADDPS       Y1, Y0, Y0
+	VADDSS       (BX)(DX*4), X2, X2
+	VBROADCASTSS X2, Y2
+	VADDPS       iotaAVX2<>+0(SB), Y2, Y2
+	VBROADCASTSS (CX)(DX*4), Y5
+	VMULPS       Y5, Y2, Y2
+	VADDPS       Y2, Y0, Y0
 
 scores_rows4_row3_noalibi:
-	VMOVUPS      constsAVX2<>+672(SB), Y1
-	VMOVUPS      672(AX), Y2
-	VBLENDVPS    Y2, Y1, Y0, Y0
+	VMOVUPS      constsAVX2<>+672(SB), Y2
+	VMOVUPS      672(AX), Y5
+	VBLENDVPS    Y5, Y2, Y0, Y0
 	MOVQ         88(SP), CX
-	ADDQ         $0x03, CX
 	MOVQ         m+96(FP), DX
 	MOVQ         l+104(FP), BX
-	VMOVUPS      Y0, Y1
-	VPERM2F128   $0x01, Y1, Y1, Y2
-	VMAXPS       Y2, Y1, Y1
-	VPERMILPS    $0x4e, Y1, Y2
-	VMAXPS       Y2, Y1, Y1
-	VPERMILPS    $0xb1, Y1, Y2
-	VMAXPS       Y2, Y1, Y1
-	VBROADCASTSS (DX)(CX*4), Y2
-	VMAXPS       Y1, Y2, Y1
-	VMAXPS       constsAVX2<>+640(SB), Y1, Y3
-	VSUBPS       Y3, Y0, Y0
-	VCMPPS       $0x15, constsAVX2<>+384(SB), Y0, Y4
+	VPERM2F128   $0x20, Y3, Y4, Y2
+	VPERM2F128   $0x31, Y3, Y4, Y5
+	VMAXPS       Y5, Y2, Y2
+	VPERMILPS    $0x4e, Y2, Y5
+	VMAXPS       Y5, Y2, Y2
+	VPERMILPS    $0xb1, Y2, Y5
+	VMAXPS       Y5, Y2, Y2
+	VPERM2F128   $0x20, Y0, Y1, Y5
+	VPERM2F128   $0x31, Y0, Y1, Y6
+	VMAXPS       Y6, Y5, Y5
+	VPERMILPS    $0x4e, Y5, Y6
+	VMAXPS       Y6, Y5, Y5
+	VPERMILPS    $0xb1, Y5, Y6
+	VMAXPS       Y6, Y5, Y5
+	VSHUFPS      $0x00, Y5, Y2, Y2
+	VEXTRACTF128 $0x01, Y2, X5
+	VBLENDPS     $0x0a, X5, X2, X2
+	VMOVUPS      (DX)(CX*4), X5
+	VMAXPS       X2, X5, X2
+	VMAXPS       constsAVX2<>+640(SB), X2, X6
+	VMOVUPS      X2, (DX)(CX*4)
+	VMOVUPS      constsAVX2<>+1024(SB), Y2
+	VSUBPS       X6, X5, X2
+	VBROADCASTSS X6, Y5
+	VSUBPS       Y5, Y4, Y4
+	VPERMILPS    $0x55, X6, X5
+	VBROADCASTSS X5, Y5
+	VSUBPS       Y5, Y3, Y3
+	VPERMILPS    $0xaa, X6, X5
+	VBROADCASTSS X5, Y5
+	VSUBPS       Y5, Y1, Y1
+	VPERMILPS    $0xff, X6, X5
+	VBROADCASTSS X5, Y5
+	VSUBPS       Y5, Y0, Y0
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y4, Y5
+	VMULPS       constsAVX2<>+64(SB), Y4, Y4
+	VADDPS       constsAVX2<>+416(SB), Y4, Y6
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y3, Y7
+	VMULPS       constsAVX2<>+64(SB), Y3, Y3
+	VADDPS       constsAVX2<>+416(SB), Y3, Y8
+	VSUBPS       constsAVX2<>+416(SB), Y6, Y9
+	VSUBPS       Y9, Y4, Y4
+	VSUBPS       constsAVX2<>+416(SB), Y8, Y9
+	VSUBPS       Y9, Y3, Y3
+	VMOVUPS      constsAVX2<>+448(SB), Y9
+	VMOVUPS      constsAVX2<>+448(SB), Y10
+	VFMADD213PS  constsAVX2<>+480(SB), Y4, Y9
+	VFMADD213PS  constsAVX2<>+480(SB), Y3, Y10
+	VFMADD213PS  constsAVX2<>+512(SB), Y4, Y9
+	VFMADD213PS  constsAVX2<>+512(SB), Y3, Y10
+	VFMADD213PS  constsAVX2<>+544(SB), Y4, Y9
+	VFMADD213PS  constsAVX2<>+544(SB), Y3, Y10
+	VFMADD213PS  constsAVX2<>+576(SB), Y4, Y9
+	VFMADD213PS  constsAVX2<>+576(SB), Y3, Y10
+	VFMADD213PS  constsAVX2<>+608(SB), Y4, Y9
+	VFMADD213PS  constsAVX2<>+608(SB), Y3, Y10
+	VFMADD213PS  constsAVX2<>+352(SB), Y4, Y9
+	VFMADD213PS  constsAVX2<>+352(SB), Y3, Y10
+	VPSLLD       $0x17, Y6, Y6
+	VPADDD       Y6, Y9, Y9
+	VANDPS       Y5, Y9, Y9
+	VPSLLD       $0x17, Y8, Y8
+	VPADDD       Y8, Y10, Y10
+	VANDPS       Y7, Y10, Y10
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y1, Y3
+	VMULPS       constsAVX2<>+64(SB), Y1, Y1
+	VADDPS       constsAVX2<>+416(SB), Y1, Y4
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y0, Y5
 	VMULPS       constsAVX2<>+64(SB), Y0, Y0
-	VADDPS       constsAVX2<>+416(SB), Y0, Y5
-	VSUBPS       constsAVX2<>+416(SB), Y5, Y6
-	VSUBPS       Y6, Y0, Y0
-	VMOVUPS      constsAVX2<>+448(SB), Y6
-	VFMADD213PS  constsAVX2<>+480(SB), Y0, Y6
-	VFMADD213PS  constsAVX2<>+512(SB), Y0, Y6
-	VFMADD213PS  constsAVX2<>+544(SB), Y0, Y6
-	VFMADD213PS  constsAVX2<>+576(SB), Y0, Y6
-	VFMADD213PS  constsAVX2<>+608(SB), Y0, Y6
-	VFMADD213PS  constsAVX2<>+352(SB), Y0, Y6
-	VPSLLD       $0x17, Y5, Y5
-	VPADDD       Y5, Y6, Y6
-	VANDPS       Y4, Y6, Y6
-	MOVQ         CX, SI
-	SHLQ         $0x05, SI
-	VMOVUPS      Y6, (AX)(SI*1)
-	VPERM2F128   $0x01, Y6, Y6, Y0
-	VADDPS       Y0, Y6, Y6
-	VPERMILPS    $0x4e, Y6, Y0
-	VADDPS       Y0, Y6, Y6
-	VPERMILPS    $0xb1, Y6, Y0
-	VADDPS       Y0, Y6, Y6
-	VSUBPS       Y3, Y2, Y2
+	VADDPS       constsAVX2<>+416(SB), Y0, Y6
+	VSUBPS       constsAVX2<>+416(SB), Y4, Y7
+	VSUBPS       Y7, Y1, Y1
+	VSUBPS       constsAVX2<>+416(SB), Y6, Y7
+	VSUBPS       Y7, Y0, Y0
+	VMOVUPS      constsAVX2<>+448(SB), Y7
+	VMOVUPS      constsAVX2<>+448(SB), Y8
+	VFMADD213PS  constsAVX2<>+480(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+480(SB), Y0, Y8
+	VFMADD213PS  constsAVX2<>+512(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+512(SB), Y0, Y8
+	VFMADD213PS  constsAVX2<>+544(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+544(SB), Y0, Y8
+	VFMADD213PS  constsAVX2<>+576(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+576(SB), Y0, Y8
+	VFMADD213PS  constsAVX2<>+608(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+608(SB), Y0, Y8
+	VFMADD213PS  constsAVX2<>+352(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+352(SB), Y0, Y8
+	VPSLLD       $0x17, Y4, Y4
+	VPADDD       Y4, Y7, Y7
+	VANDPS       Y3, Y7, Y7
+	VPSLLD       $0x17, Y6, Y6
+	VPADDD       Y6, Y8, Y8
+	VANDPS       Y5, Y8, Y8
+	MOVQ         CX, DX
+	SHLQ         $0x05, DX
+	VMOVUPS      Y9, (AX)(DX*1)
+	VMOVUPS      Y10, 32(AX)(DX*1)
+	VMOVUPS      Y7, 64(AX)(DX*1)
+	VMOVUPS      Y8, 96(AX)(DX*1)
 	VCMPPS       $0x15, constsAVX2<>+384(SB), Y2, Y0
 	VMULPS       constsAVX2<>+64(SB), Y2, Y2
-	VADDPS       constsAVX2<>+416(SB), Y2, Y3
-	VSUBPS       constsAVX2<>+416(SB), Y3, Y4
-	VSUBPS       Y4, Y2, Y2
-	VMOVUPS      constsAVX2<>+448(SB), Y4
-	VFMADD213PS  constsAVX2<>+480(SB), Y2, Y4
-	VFMADD213PS  constsAVX2<>+512(SB), Y2, Y4
-	VFMADD213PS  constsAVX2<>+544(SB), Y2, Y4
-	VFMADD213PS  constsAVX2<>+576(SB), Y2, Y4
-	VFMADD213PS  constsAVX2<>+608(SB), Y2, Y4
-	VFMADD213PS  constsAVX2<>+352(SB), Y2, Y4
-	VPSLLD       $0x17, Y3, Y3
-	VPADDD       Y3, Y4, Y4
-	VANDPS       Y0, Y4, Y4
-	VBROADCASTSS (BX)(CX*4), Y0
-	VFMADD213PS  Y6, Y4, Y0
-	VMOVSS       X0, (BX)(CX*4)
-	VMOVSS       X1, (DX)(CX*4)
-	VMOVSS       X4, 512(AX)(CX*4)
+	VADDPS       constsAVX2<>+416(SB), Y2, Y1
+	VSUBPS       constsAVX2<>+416(SB), Y1, Y3
+	VSUBPS       Y3, Y2, Y2
+	VMOVUPS      constsAVX2<>+448(SB), Y3
+	VFMADD213PS  constsAVX2<>+480(SB), Y2, Y3
+	VFMADD213PS  constsAVX2<>+512(SB), Y2, Y3
+	VFMADD213PS  constsAVX2<>+544(SB), Y2, Y3
+	VFMADD213PS  constsAVX2<>+576(SB), Y2, Y3
+	VFMADD213PS  constsAVX2<>+608(SB), Y2, Y3
+	VFMADD213PS  constsAVX2<>+352(SB), Y2, Y3
+	VPSLLD       $0x17, Y1, Y1
+	VPADDD       Y1, Y3, Y3
+	VANDPS       Y0, Y3, Y3
+	VPERM2F128   $0x20, Y10, Y9, Y0
+	VPERM2F128   $0x31, Y10, Y9, Y1
+	VADDPS       Y1, Y0, Y0
+	VPERMILPS    $0x4e, Y0, Y1
+	VADDPS       Y1, Y0, Y0
+	VPERMILPS    $0xb1, Y0, Y1
+	VADDPS       Y1, Y0, Y0
+	VPERM2F128   $0x20, Y8, Y7, Y1
+	VPERM2F128   $0x31, Y8, Y7, Y2
+	VADDPS       Y2, Y1, Y1
+	VPERMILPS    $0x4e, Y1, Y2
+	VADDPS       Y2, Y1, Y1
+	VPERMILPS    $0xb1, Y1, Y2
+	VADDPS       Y2, Y1, Y1
+	VSHUFPS      $0x00, Y1, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VBLENDPS     $0x0a, X1, X0, X0
+	VMOVUPS      (BX)(CX*4), X1
+	VFMADD213PS  X0, X3, X1
+	VMOVUPS      X1, (BX)(CX*4)
+	VMOVUPS      X3, 512(AX)(CX*4)
 	MOVQ         88(SP), CX
 	MOVQ         96(SP), DX
 	ADDQ         $0x04, CX
@@ -42850,65 +42050,6 @@ scores_rows4_prefetched_row0_noalibi:
 	VMOVUPS      constsAVX2<>+672(SB), Y2
 	VMOVUPS      672(AX), Y5
 	VBLENDVPS    Y5, Y2, Y4, Y4
-	MOVQ         88(SP), CX
-	MOVQ         m+96(FP), DX
-	MOVQ         l+104(FP), BX
-	VMOVUPS      Y4, Y2
-	VPERM2F128   $0x01, Y2, Y2, Y5
-	VMAXPS       Y5, Y2, Y2
-	VPERMILPS    $0x4e, Y2, Y5
-	VMAXPS       Y5, Y2, Y2
-	VPERMILPS    $0xb1, Y2, Y5
-	VMAXPS       Y5, Y2, Y2
-	VBROADCASTSS (DX)(CX*4), Y5
-	VMAXPS       Y2, Y5, Y2
-	VMAXPS       constsAVX2<>+640(SB), Y2, Y6
-	VSUBPS       Y6, Y4, Y4
-	VCMPPS       $0x15, constsAVX2<>+384(SB), Y4, Y7
-	VMULPS       constsAVX2<>+64(SB), Y4, Y4
-	VADDPS       constsAVX2<>+416(SB), Y4, Y8
-	VSUBPS       constsAVX2<>+416(SB), Y8, Y9
-	VSUBPS       Y9, Y4, Y4
-	VMOVUPS      constsAVX2<>+448(SB), Y9
-	VFMADD213PS  constsAVX2<>+480(SB), Y4, Y9
-	VFMADD213PS  constsAVX2<>+512(SB), Y4, Y9
-	VFMADD213PS  constsAVX2<>+544(SB), Y4, Y9
-	VFMADD213PS  constsAVX2<>+576(SB), Y4, Y9
-	VFMADD213PS  constsAVX2<>+608(SB), Y4, Y9
-	VFMADD213PS  constsAVX2<>+352(SB), Y4, Y9
-	VPSLLD       $0x17, Y8, Y8
-	VPADDD       Y8, Y9, Y9
-	VANDPS       Y7, Y9, Y9
-	MOVQ         CX, SI
-	SHLQ         $0x05, SI
-	VMOVUPS      Y9, (AX)(SI*1)
-	VPERM2F128   $0x01, Y9, Y9, Y4
-	VADDPS       Y4, Y9, Y9
-	VPERMILPS    $0x4e, Y9, Y4
-	VADDPS       Y4, Y9, Y9
-	VPERMILPS    $0xb1, Y9, Y4
-	VADDPS       Y4, Y9, Y9
-	VSUBPS       Y6, Y5, Y5
-	VCMPPS       $0x15, constsAVX2<>+384(SB), Y5, Y4
-	VMULPS       constsAVX2<>+64(SB), Y5, Y5
-	VADDPS       constsAVX2<>+416(SB), Y5, Y6
-	VSUBPS       constsAVX2<>+416(SB), Y6, Y7
-	VSUBPS       Y7, Y5, Y5
-	VMOVUPS      constsAVX2<>+448(SB), Y7
-	VFMADD213PS  constsAVX2<>+480(SB), Y5, Y7
-	VFMADD213PS  constsAVX2<>+512(SB), Y5, Y7
-	VFMADD213PS  constsAVX2<>+544(SB), Y5, Y7
-	VFMADD213PS  constsAVX2<>+576(SB), Y5, Y7
-	VFMADD213PS  constsAVX2<>+608(SB), Y5, Y7
-	VFMADD213PS  constsAVX2<>+352(SB), Y5, Y7
-	VPSLLD       $0x17, Y6, Y6
-	VPADDD       Y6, Y7, Y7
-	VANDPS       Y4, Y7, Y7
-	VBROADCASTSS (BX)(CX*4), Y4
-	VFMADD213PS  Y9, Y7, Y4
-	VMOVSS       X4, (BX)(CX*4)
-	VMOVSS       X2, (DX)(CX*4)
-	VMOVSS       X7, 512(AX)(CX*4)
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
 	JZ           scores_rows4_prefetched_row1_noalibi
@@ -42923,74 +42064,14 @@ scores_rows4_prefetched_row0_noalibi:
 	VADDSS       (BX)(DX*4), X2, X2
 	VBROADCASTSS X2, Y2
 	VADDPS       iotaAVX2<>+0(SB), Y2, Y2
-	VBROADCASTSS (CX)(DX*4), Y4
-	VMULPS       Y4, Y2, Y2
+	VBROADCASTSS (CX)(DX*4), Y5
+	VMULPS       Y5, Y2, Y2
 	VADDPS       Y2, Y3, Y3
 
 scores_rows4_prefetched_row1_noalibi:
 	VMOVUPS      constsAVX2<>+672(SB), Y2
-	VMOVUPS      672(AX), Y4
-	VBLENDVPS    Y4, Y2, Y3, Y3
-	MOVQ         88(SP), CX
-	ADDQ         $0x01, CX
-	MOVQ         m+96(FP), DX
-	MOVQ         l+104(FP), BX
-	VMOVUPS      Y3, Y2
-	VPERM2F128   $0x01, Y2, Y2, Y4
-	VMAXPS       Y4, Y2, Y2
-	VPERMILPS    $0x4e, Y2, Y4
-	VMAXPS       Y4, Y2, Y2
-	VPERMILPS    $0xb1, Y2, Y4
-	VMAXPS       Y4, Y2, Y2
-	VBROADCASTSS (DX)(CX*4), Y4
-	VMAXPS       Y2, Y4, Y2
-	VMAXPS       constsAVX2<>+640(SB), Y2, Y5
-	VSUBPS       Y5, Y3, Y3
-	VCMPPS       $0x15, constsAVX2<>+384(SB), Y3, Y6
-	VMULPS       constsAVX2<>+64(SB), Y3, Y3
-	VADDPS       constsAVX2<>+416(SB), Y3, Y7
-	VSUBPS       constsAVX2<>+416(SB), Y7, Y8
-	VSUBPS       Y8, Y3, Y3
-	VMOVUPS      constsAVX2<>+448(SB), Y8
-	VFMADD213PS  constsAVX2<>+480(SB), Y3, Y8
-	VFMADD213PS  constsAVX2<>+512(SB), Y3, Y8
-	VFMADD213PS  constsAVX2<>+544(SB), Y3, Y8
-	VFMADD213PS  constsAVX2<>+576(SB), Y3, Y8
-	VFMADD213PS  constsAVX2<>+608(SB), Y3, Y8
-	VFMADD213PS  constsAVX2<>+352(SB), Y3, Y8
-	VPSLLD       $0x17, Y7, Y7
-	VPADDD       Y7, Y8, Y8
-	VANDPS       Y6, Y8, Y8
-	MOVQ         CX, SI
-	SHLQ         $0x05, SI
-	VMOVUPS      Y8, (AX)(SI*1)
-	VPERM2F128   $0x01, Y8, Y8, Y3
-	VADDPS       Y3, Y8, Y8
-	VPERMILPS    $0x4e, Y8, Y3
-	VADDPS       Y3, Y8, Y8
-	VPERMILPS    $0xb1, Y8, Y3
-	VADDPS       Y3, Y8, Y8
-	VSUBPS       Y5, Y4, Y4
-	VCMPPS       $0x15, constsAVX2<>+384(SB), Y4, Y3
-	VMULPS       constsAVX2<>+64(SB), Y4, Y4
-	VADDPS       constsAVX2<>+416(SB), Y4, Y5
-	VSUBPS       constsAVX2<>+416(SB), Y5, Y6
-	VSUBPS       Y6, Y4, Y4
-	VMOVUPS      constsAVX2<>+448(SB), Y6
-	VFMADD213PS  constsAVX2<>+480(SB), Y4, Y6
-	VFMADD213PS  constsAVX2<>+512(SB), Y4, Y6
-	VFMADD213PS  constsAVX2<>+544(SB), Y4, Y6
-	VFMADD213PS  constsAVX2<>+576(SB), Y4, Y6
-	VFMADD213PS  constsAVX2<>+608(SB), Y4, Y6
-	VFMADD213PS  constsAVX2<>+352(SB), Y4, Y6
-	VPSLLD       $0x17, Y5, Y5
-	VPADDD       Y5, Y6, Y6
-	VANDPS       Y3, Y6, Y6
-	VBROADCASTSS (BX)(CX*4), Y3
-	VFMADD213PS  Y8, Y6, Y3
-	VMOVSS       X3, (BX)(CX*4)
-	VMOVSS       X2, (DX)(CX*4)
-	VMOVSS       X6, 512(AX)(CX*4)
+	VMOVUPS      672(AX), Y5
+	VBLENDVPS    Y5, Y2, Y3, Y3
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
 	JZ           scores_rows4_prefetched_row2_noalibi
@@ -43005,74 +42086,14 @@ scores_rows4_prefetched_row1_noalibi:
 	VADDSS       (BX)(DX*4), X2, X2
 	VBROADCASTSS X2, Y2
 	VADDPS       iotaAVX2<>+0(SB), Y2, Y2
-	VBROADCASTSS (CX)(DX*4), Y3
-	VMULPS       Y3, Y2, Y2
+	VBROADCASTSS (CX)(DX*4), Y5
+	VMULPS       Y5, Y2, Y2
 	VADDPS       Y2, Y1, Y1
 
 scores_rows4_prefetched_row2_noalibi:
 	VMOVUPS      constsAVX2<>+672(SB), Y2
-	VMOVUPS      672(AX), Y3
-	VBLENDVPS    Y3, Y2, Y1, Y1
-	MOVQ         88(SP), CX
-	ADDQ         $0x02, CX
-	MOVQ         m+96(FP), DX
-	MOVQ         l+104(FP), BX
-	VMOVUPS      Y1, Y2
-	VPERM2F128   $0x01, Y2, Y2, Y3
-	VMAXPS       Y3, Y2, Y2
-	VPERMILPS    $0x4e, Y2, Y3
-	VMAXPS       Y3, Y2, Y2
-	VPERMILPS    $0xb1, Y2, Y3
-	VMAXPS       Y3, Y2, Y2
-	VBROADCASTSS (DX)(CX*4), Y3
-	VMAXPS       Y2, Y3, Y2
-	VMAXPS       constsAVX2<>+640(SB), Y2, Y4
-	VSUBPS       Y4, Y1, Y1
-	VCMPPS       $0x15, constsAVX2<>+384(SB), Y1, Y5
-	VMULPS       constsAVX2<>+64(SB), Y1, Y1
-	VADDPS       constsAVX2<>+416(SB), Y1, Y6
-	VSUBPS       constsAVX2<>+416(SB), Y6, Y7
-	VSUBPS       Y7, Y1, Y1
-	VMOVUPS      constsAVX2<>+448(SB), Y7
-	VFMADD213PS  constsAVX2<>+480(SB), Y1, Y7
-	VFMADD213PS  constsAVX2<>+512(SB), Y1, Y7
-	VFMADD213PS  constsAVX2<>+544(SB), Y1, Y7
-	VFMADD213PS  constsAVX2<>+576(SB), Y1, Y7
-	VFMADD213PS  constsAVX2<>+608(SB), Y1, Y7
-	VFMADD213PS  constsAVX2<>+352(SB), Y1, Y7
-	VPSLLD       $0x17, Y6, Y6
-	VPADDD       Y6, Y7, Y7
-	VANDPS       Y5, Y7, Y7
-	MOVQ         CX, SI
-	SHLQ         $0x05, SI
-	VMOVUPS      Y7, (AX)(SI*1)
-	VPERM2F128   $0x01, Y7, Y7, Y1
-	VADDPS       Y1, Y7, Y7
-	VPERMILPS    $0x4e, Y7, Y1
-	VADDPS       Y1, Y7, Y7
-	VPERMILPS    $0xb1, Y7, Y1
-	VADDPS       Y1, Y7, Y7
-	VSUBPS       Y4, Y3, Y3
-	VCMPPS       $0x15, constsAVX2<>+384(SB), Y3, Y1
-	VMULPS       constsAVX2<>+64(SB), Y3, Y3
-	VADDPS       constsAVX2<>+416(SB), Y3, Y4
-	VSUBPS       constsAVX2<>+416(SB), Y4, Y5
-	VSUBPS       Y5, Y3, Y3
-	VMOVUPS      constsAVX2<>+448(SB), Y5
-	VFMADD213PS  constsAVX2<>+480(SB), Y3, Y5
-	VFMADD213PS  constsAVX2<>+512(SB), Y3, Y5
-	VFMADD213PS  constsAVX2<>+544(SB), Y3, Y5
-	VFMADD213PS  constsAVX2<>+576(SB), Y3, Y5
-	VFMADD213PS  constsAVX2<>+608(SB), Y3, Y5
-	VFMADD213PS  constsAVX2<>+352(SB), Y3, Y5
-	VPSLLD       $0x17, Y4, Y4
-	VPADDD       Y4, Y5, Y5
-	VANDPS       Y1, Y5, Y5
-	VBROADCASTSS (BX)(CX*4), Y1
-	VFMADD213PS  Y7, Y5, Y1
-	VMOVSS       X1, (BX)(CX*4)
-	VMOVSS       X2, (DX)(CX*4)
-	VMOVSS       X5, 512(AX)(CX*4)
+	VMOVUPS      672(AX), Y5
+	VBLENDVPS    Y5, Y2, Y1, Y1
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
 	JZ           scores_rows4_prefetched_row3_noalibi
@@ -43080,81 +42101,160 @@ scores_rows4_prefetched_row2_noalibi:
 	ADDQ         $0x03, DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX2<>+1024(SB), Y1
-	VCVTSI2SSQ   BX, X1, X1
+	VMOVUPS      constsAVX2<>+1024(SB), Y2
+	VCVTSI2SSQ   BX, X2, X2
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
-	VADDSS       (BX)(DX*4), X1, X1
-	VBROADCASTSS X1, Y1
-	VADDPS       iotaAVX2<>+0(SB), Y1, Y1
-	VBROADCASTSS (CX)(DX*4), Y2
-	VMULPS       Y2, Y1, Y1
-	VADDPS       Y1, Y0, Y0
+	VADDSS       (BX)(DX*4), X2, X2
+	VBROADCASTSS X2, Y2
+	VADDPS       iotaAVX2<>+0(SB), Y2, Y2
+	VBROADCASTSS (CX)(DX*4), Y5
+	VMULPS       Y5, Y2, Y2
+	VADDPS       Y2, Y0, Y0
 
 scores_rows4_prefetched_row3_noalibi:
-	VMOVUPS      constsAVX2<>+672(SB), Y1
-	VMOVUPS      672(AX), Y2
-	VBLENDVPS    Y2, Y1, Y0, Y0
+	VMOVUPS      constsAVX2<>+672(SB), Y2
+	VMOVUPS      672(AX), Y5
+	VBLENDVPS    Y5, Y2, Y0, Y0
 	MOVQ         88(SP), CX
-	ADDQ         $0x03, CX
 	MOVQ         m+96(FP), DX
 	MOVQ         l+104(FP), BX
-	VMOVUPS      Y0, Y1
-	VPERM2F128   $0x01, Y1, Y1, Y2
-	VMAXPS       Y2, Y1, Y1
-	VPERMILPS    $0x4e, Y1, Y2
-	VMAXPS       Y2, Y1, Y1
-	VPERMILPS    $0xb1, Y1, Y2
-	VMAXPS       Y2, Y1, Y1
-	VBROADCASTSS (DX)(CX*4), Y2
-	VMAXPS       Y1, Y2, Y1
-	VMAXPS       constsAVX2<>+640(SB), Y1, Y3
-	VSUBPS       Y3, Y0, Y0
-	VCMPPS       $0x15, constsAVX2<>+384(SB), Y0, Y4
+	VPERM2F128   $0x20, Y3, Y4, Y2
+	VPERM2F128   $0x31, Y3, Y4, Y5
+	VMAXPS       Y5, Y2, Y2
+	VPERMILPS    $0x4e, Y2, Y5
+	VMAXPS       Y5, Y2, Y2
+	VPERMILPS    $0xb1, Y2, Y5
+	VMAXPS       Y5, Y2, Y2
+	VPERM2F128   $0x20, Y0, Y1, Y5
+	VPERM2F128   $0x31, Y0, Y1, Y6
+	VMAXPS       Y6, Y5, Y5
+	VPERMILPS    $0x4e, Y5, Y6
+	VMAXPS       Y6, Y5, Y5
+	VPERMILPS    $0xb1, Y5, Y6
+	VMAXPS       Y6, Y5, Y5
+	VSHUFPS      $0x00, Y5, Y2, Y2
+	VEXTRACTF128 $0x01, Y2, X5
+	VBLENDPS     $0x0a, X5, X2, X2
+	VMOVUPS      (DX)(CX*4), X5
+	VMAXPS       X2, X5, X2
+	VMAXPS       constsAVX2<>+640(SB), X2, X6
+	VMOVUPS      X2, (DX)(CX*4)
+	VMOVUPS      constsAVX2<>+1024(SB), Y2
+	VSUBPS       X6, X5, X2
+	VBROADCASTSS X6, Y5
+	VSUBPS       Y5, Y4, Y4
+	VPERMILPS    $0x55, X6, X5
+	VBROADCASTSS X5, Y5
+	VSUBPS       Y5, Y3, Y3
+	VPERMILPS    $0xaa, X6, X5
+	VBROADCASTSS X5, Y5
+	VSUBPS       Y5, Y1, Y1
+	VPERMILPS    $0xff, X6, X5
+	VBROADCASTSS X5, Y5
+	VSUBPS       Y5, Y0, Y0
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y4, Y5
+	VMULPS       constsAVX2<>+64(SB), Y4, Y4
+	VADDPS       constsAVX2<>+416(SB), Y4, Y6
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y3, Y7
+	VMULPS       constsAVX2<>+64(SB), Y3, Y3
+	VADDPS       constsAVX2<>+416(SB), Y3, Y8
+	VSUBPS       constsAVX2<>+416(SB), Y6, Y9
+	VSUBPS       Y9, Y4, Y4
+	VSUBPS       constsAVX2<>+416(SB), Y8, Y9
+	VSUBPS       Y9, Y3, Y3
+	VMOVUPS      constsAVX2<>+448(SB), Y9
+	VMOVUPS      constsAVX2<>+448(SB), Y10
+	VFMADD213PS  constsAVX2<>+480(SB), Y4, Y9
+	VFMADD213PS  constsAVX2<>+480(SB), Y3, Y10
+	VFMADD213PS  constsAVX2<>+512(SB), Y4, Y9
+	VFMADD213PS  constsAVX2<>+512(SB), Y3, Y10
+	VFMADD213PS  constsAVX2<>+544(SB), Y4, Y9
+	VFMADD213PS  constsAVX2<>+544(SB), Y3, Y10
+	VFMADD213PS  constsAVX2<>+576(SB), Y4, Y9
+	VFMADD213PS  constsAVX2<>+576(SB), Y3, Y10
+	VFMADD213PS  constsAVX2<>+608(SB), Y4, Y9
+	VFMADD213PS  constsAVX2<>+608(SB), Y3, Y10
+	VFMADD213PS  constsAVX2<>+352(SB), Y4, Y9
+	VFMADD213PS  constsAVX2<>+352(SB), Y3, Y10
+	VPSLLD       $0x17, Y6, Y6
+	VPADDD       Y6, Y9, Y9
+	VANDPS       Y5, Y9, Y9
+	VPSLLD       $0x17, Y8, Y8
+	VPADDD       Y8, Y10, Y10
+	VANDPS       Y7, Y10, Y10
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y1, Y3
+	VMULPS       constsAVX2<>+64(SB), Y1, Y1
+	VADDPS       constsAVX2<>+416(SB), Y1, Y4
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y0, Y5
 	VMULPS       constsAVX2<>+64(SB), Y0, Y0
-	VADDPS       constsAVX2<>+416(SB), Y0, Y5
-	VSUBPS       constsAVX2<>+416(SB), Y5, Y6
-	VSUBPS       Y6, Y0, Y0
-	VMOVUPS      constsAVX2<>+448(SB), Y6
-	VFMADD213PS  constsAVX2<>+480(SB), Y0, Y6
-	VFMADD213PS  constsAVX2<>+512(SB), Y0, Y6
-	VFMADD213PS  constsAVX2<>+544(SB), Y0, Y6
-	VFMADD213PS  constsAVX2<>+576(SB), Y0, Y6
-	VFMADD213PS  constsAVX2<>+608(SB), Y0, Y6
-	VFMADD213PS  constsAVX2<>+352(SB), Y0, Y6
-	VPSLLD       $0x17, Y5, Y5
-	VPADDD       Y5, Y6, Y6
-	VANDPS       Y4, Y6, Y6
-	MOVQ         CX, SI
-	SHLQ         $0x05, SI
-	VMOVUPS      Y6, (AX)(SI*1)
-	VPERM2F128   $0x01, Y6, Y6, Y0
-	VADDPS       Y0, Y6, Y6
-	VPERMILPS    $0x4e, Y6, Y0
-	VADDPS       Y0, Y6, Y6
-	VPERMILPS    $0xb1, Y6, Y0
-	VADDPS       Y0, Y6, Y6
-	VSUBPS       Y3, Y2, Y2
+	VADDPS       constsAVX2<>+416(SB), Y0, Y6
+	VSUBPS       constsAVX2<>+416(SB), Y4, Y7
+	VSUBPS       Y7, Y1, Y1
+	VSUBPS       constsAVX2<>+416(SB), Y6, Y7
+	VSUBPS       Y7, Y0, Y0
+	VMOVUPS      constsAVX2<>+448(SB), Y7
+	VMOVUPS      constsAVX2<>+448(SB), Y8
+	VFMADD213PS  constsAVX2<>+480(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+480(SB), Y0, Y8
+	VFMADD213PS  constsAVX2<>+512(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+512(SB), Y0, Y8
+	VFMADD213PS  constsAVX2<>+544(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+544(SB), Y0, Y8
+	VFMADD213PS  constsAVX2<>+576(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+576(SB), Y0, Y8
+	VFMADD213PS  constsAVX2<>+608(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+608(SB), Y0, Y8
+	VFMADD213PS  constsAVX2<>+352(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+352(SB), Y0, Y8
+	VPSLLD       $0x17, Y4, Y4
+	VPADDD       Y4, Y7, Y7
+	VANDPS       Y3, Y7, Y7
+	VPSLLD       $0x17, Y6, Y6
+	VPADDD       Y6, Y8, Y8
+	VANDPS       Y5, Y8, Y8
+	MOVQ         CX, DX
+	SHLQ         $0x05, DX
+	VMOVUPS      Y9, (AX)(DX*1)
+	VMOVUPS      Y10, 32(AX)(DX*1)
+	VMOVUPS      Y7, 64(AX)(DX*1)
+	VMOVUPS      Y8, 96(AX)(DX*1)
 	VCMPPS       $0x15, constsAVX2<>+384(SB), Y2, Y0
 	VMULPS       constsAVX2<>+64(SB), Y2, Y2
-	VADDPS       constsAVX2<>+416(SB), Y2, Y3
-	VSUBPS       constsAVX2<>+416(SB), Y3, Y4
-	VSUBPS       Y4, Y2, Y2
-	VMOVUPS      constsAVX2<>+448(SB), Y4
-	VFMADD213PS  constsAVX2<>+480(SB), Y2, Y4
-	VFMADD213PS  constsAVX2<>+512(SB), Y2, Y4
-	VFMADD213PS  constsAVX2<>+544(SB), Y2, Y4
-	VFMADD213PS  constsAVX2<>+576(SB), Y2, Y4
-	VFMADD213PS  constsAVX2<>+608(SB), Y2, Y4
-	VFMADD213PS  constsAVX2<>+352(SB), Y2, Y4
-	VPSLLD       $0x17, Y3, Y3
-	VPADDD       Y3, Y4, Y4
-	VANDPS       Y0, Y4, Y4
-	VBROADCASTSS (BX)(CX*4), Y0
-	VFMADD213PS  Y6, Y4, Y0
-	VMOVSS       X0, (BX)(CX*4)
-	VMOVSS       X1, (DX)(CX*4)
-	VMOVSS       X4, 512(AX)(CX*4)
+	VADDPS       constsAVX2<>+416(SB), Y2, Y1
+	VSUBPS       constsAVX2<>+416(SB), Y1, Y3
+	VSUBPS       Y3, Y2, Y2
+	VMOVUPS      constsAVX2<>+448(SB), Y3
+	VFMADD213PS  constsAVX2<>+480(SB), Y2, Y3
+	VFMADD213PS  constsAVX2<>+512(SB), Y2, Y3
+	VFMADD213PS  constsAVX2<>+544(SB), Y2, Y3
+	VFMADD213PS  constsAVX2<>+576(SB), Y2, Y3
+	VFMADD213PS  constsAVX2<>+608(SB), Y2, Y3
+	VFMADD213PS  constsAVX2<>+352(SB), Y2, Y3
+	VPSLLD       $0x17, Y1, Y1
+	VPADDD       Y1, Y3, Y3
+	VANDPS       Y0, Y3, Y3
+	VPERM2F128   $0x20, Y10, Y9, Y0
+	VPERM2F128   $0x31, Y10, Y9, Y1
+	VADDPS       Y1, Y0, Y0
+	VPERMILPS    $0x4e, Y0, Y1
+	VADDPS       Y1, Y0, Y0
+	VPERMILPS    $0xb1, Y0, Y1
+	VADDPS       Y1, Y0, Y0
+	VPERM2F128   $0x20, Y8, Y7, Y1
+	VPERM2F128   $0x31, Y8, Y7, Y2
+	VADDPS       Y2, Y1, Y1
+	VPERMILPS    $0x4e, Y1, Y2
+	VADDPS       Y2, Y1, Y1
+	VPERMILPS    $0xb1, Y1, Y2
+	VADDPS       Y2, Y1, Y1
+	VSHUFPS      $0x00, Y1, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VBLENDPS     $0x0a, X1, X0, X0
+	VMOVUPS      (BX)(CX*4), X1
+	VFMADD213PS  X0, X3, X1
+	VMOVUPS      X1, (BX)(CX*4)
+	VMOVUPS      X3, 512(AX)(CX*4)
 	MOVQ         88(SP), CX
 	MOVQ         96(SP), DX
 	ADDQ         $0x04, CX
@@ -44654,65 +43754,6 @@ scores_rows4_row0_noalibi:
 	VMOVUPS      constsAVX2<>+672(SB), Y2
 	VMOVUPS      672(AX), Y5
 	VBLENDVPS    Y5, Y2, Y4, Y4
-	MOVQ         88(SP), CX
-	MOVQ         m+96(FP), DX
-	MOVQ         l+104(FP), BX
-	VMOVUPS      Y4, Y2
-	VPERM2F128   $0x01, Y2, Y2, Y5
-	VMAXPS       Y5, Y2, Y2
-	VPERMILPS    $0x4e, Y2, Y5
-	VMAXPS       Y5, Y2, Y2
-	VPERMILPS    $0xb1, Y2, Y5
-	VMAXPS       Y5, Y2, Y2
-	VBROADCASTSS (DX)(CX*4), Y5
-	VMAXPS       Y2, Y5, Y2
-	VMAXPS       constsAVX2<>+640(SB), Y2, Y6
-	VSUBPS       Y6, Y4, Y4
-	VCMPPS       $0x15, constsAVX2<>+384(SB), Y4, Y7
-	VMULPS       constsAVX2<>+64(SB), Y4, Y4
-	VADDPS       constsAVX2<>+416(SB), Y4, Y8
-	VSUBPS       constsAVX2<>+416(SB), Y8, Y9
-	VSUBPS       Y9, Y4, Y4
-	VMOVUPS      constsAVX2<>+448(SB), Y9
-	VFMADD213PS  constsAVX2<>+480(SB), Y4, Y9
-	VFMADD213PS  constsAVX2<>+512(SB), Y4, Y9
-	VFMADD213PS  constsAVX2<>+544(SB), Y4, Y9
-	VFMADD213PS  constsAVX2<>+576(SB), Y4, Y9
-	VFMADD213PS  constsAVX2<>+608(SB), Y4, Y9
-	VFMADD213PS  constsAVX2<>+352(SB), Y4, Y9
-	VPSLLD       $0x17, Y8, Y8
-	VPADDD       Y8, Y9, Y9
-	VANDPS       Y7, Y9, Y9
-	MOVQ         CX, SI
-	SHLQ         $0x05, SI
-	VMOVUPS      Y9, (AX)(SI*1)
-	VPERM2F128   $0x01, Y9, Y9, Y4
-	VADDPS       Y4, Y9, Y9
-	VPERMILPS    $0x4e, Y9, Y4
-	VADDPS       Y4, Y9, Y9
-	VPERMILPS    $0xb1, Y9, Y4
-	VADDPS       Y4, Y9, Y9
-	VSUBPS       Y6, Y5, Y5
-	VCMPPS       $0x15, constsAVX2<>+384(SB), Y5, Y4
-	VMULPS       constsAVX2<>+64(SB), Y5, Y5
-	VADDPS       constsAVX2<>+416(SB), Y5, Y6
-	VSUBPS       constsAVX2<>+416(SB), Y6, Y7
-	VSUBPS       Y7, Y5, Y5
-	VMOVUPS      constsAVX2<>+448(SB), Y7
-	VFMADD213PS  constsAVX2<>+480(SB), Y5, Y7
-	VFMADD213PS  constsAVX2<>+512(SB), Y5, Y7
-	VFMADD213PS  constsAVX2<>+544(SB), Y5, Y7
-	VFMADD213PS  constsAVX2<>+576(SB), Y5, Y7
-	VFMADD213PS  constsAVX2<>+608(SB), Y5, Y7
-	VFMADD213PS  constsAVX2<>+352(SB), Y5, Y7
-	VPSLLD       $0x17, Y6, Y6
-	VPADDD       Y6, Y7, Y7
-	VANDPS       Y4, Y7, Y7
-	VBROADCASTSS (BX)(CX*4), Y4
-	VFMADD213PS  Y9, Y7, Y4
-	VMOVSS       X4, (BX)(CX*4)
-	VMOVSS       X2, (DX)(CX*4)
-	VMOVSS       X7, 512(AX)(CX*4)
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
 	JZ           scores_rows4_row1_noalibi
@@ -44727,74 +43768,14 @@ scores_rows4_row0_noalibi:
 	VADDSS       (BX)(DX*4), X2, X2
 	VBROADCASTSS X2, Y2
 	VADDPS       iotaAVX2<>+0(SB), Y2, Y2
-	VBROADCASTSS (CX)(DX*4), Y4
-	VMULPS       Y4, Y2, Y2
+	VBROADCASTSS (CX)(DX*4), Y5
+	VMULPS       Y5, Y2, Y2
 	VADDPS       Y2, Y3, Y3
 
 scores_rows4_row1_noalibi:
 	VMOVUPS      constsAVX2<>+672(SB), Y2
-	VMOVUPS      672(AX), Y4
-	VBLENDVPS    Y4, Y2, Y3, Y3
-	MOVQ         88(SP), CX
-	ADDQ         $0x01, CX
-	MOVQ         m+96(FP), DX
-	MOVQ         l+104(FP), BX
-	VMOVUPS      Y3, Y2
-	VPERM2F128   $0x01, Y2, Y2, Y4
-	VMAXPS       Y4, Y2, Y2
-	VPERMILPS    $0x4e, Y2, Y4
-	VMAXPS       Y4, Y2, Y2
-	VPERMILPS    $0xb1, Y2, Y4
-	VMAXPS       Y4, Y2, Y2
-	VBROADCASTSS (DX)(CX*4), Y4
-	VMAXPS       Y2, Y4, Y2
-	VMAXPS       constsAVX2<>+640(SB), Y2, Y5
-	VSUBPS       Y5, Y3, Y3
-	VCMPPS       $0x15, constsAVX2<>+384(SB), Y3, Y6
-	VMULPS       constsAVX2<>+64(SB), Y3, Y3
-	VADDPS       constsAVX2<>+416(SB), Y3, Y7
-	VSUBPS       constsAVX2<>+416(SB), Y7, Y8
-	VSUBPS       Y8, Y3, Y3
-	VMOVUPS      constsAVX2<>+448(SB), Y8
-	VFMADD213PS  constsAVX2<>+480(SB), Y3, Y8
-	VFMADD213PS  constsAVX2<>+512(SB), Y3, Y8
-	VFMADD213PS  constsAVX2<>+544(SB), Y3, Y8
-	VFMADD213PS  constsAVX2<>+576(SB), Y3, Y8
-	VFMADD213PS  constsAVX2<>+608(SB), Y3, Y8
-	VFMADD213PS  constsAVX2<>+352(SB), Y3, Y8
-	VPSLLD       $0x17, Y7, Y7
-	VPADDD       Y7, Y8, Y8
-	VANDPS       Y6, Y8, Y8
-	MOVQ         CX, SI
-	SHLQ         $0x05, SI
-	VMOVUPS      Y8, (AX)(SI*1)
-	VPERM2F128   $0x01, Y8, Y8, Y3
-	VADDPS       Y3, Y8, Y8
-	VPERMILPS    $0x4e, Y8, Y3
-	VADDPS       Y3, Y8, Y8
-	VPERMILPS    $0xb1, Y8, Y3
-	VADDPS       Y3, Y8, Y8
-	VSUBPS       Y5, Y4, Y4
-	VCMPPS       $0x15, constsAVX2<>+384(SB), Y4, Y3
-	VMULPS       constsAVX2<>+64(SB), Y4, Y4
-	VADDPS       constsAVX2<>+416(SB), Y4, Y5
-	VSUBPS       constsAVX2<>+416(SB), Y5, Y6
-	VSUBPS       Y6, Y4, Y4
-	VMOVUPS      constsAVX2<>+448(SB), Y6
-	VFMADD213PS  constsAVX2<>+480(SB), Y4, Y6
-	VFMADD213PS  constsAVX2<>+512(SB), Y4, Y6
-	VFMADD213PS  constsAVX2<>+544(SB), Y4, Y6
-	VFMADD213PS  constsAVX2<>+576(SB), Y4, Y6
-	VFMADD213PS  constsAVX2<>+608(SB), Y4, Y6
-	VFMADD213PS  constsAVX2<>+352(SB), Y4, Y6
-	VPSLLD       $0x17, Y5, Y5
-	VPADDD       Y5, Y6, Y6
-	VANDPS       Y3, Y6, Y6
-	VBROADCASTSS (BX)(CX*4), Y3
-	VFMADD213PS  Y8, Y6, Y3
-	VMOVSS       X3, (BX)(CX*4)
-	VMOVSS       X2, (DX)(CX*4)
-	VMOVSS       X6, 512(AX)(CX*4)
+	VMOVUPS      672(AX), Y5
+	VBLENDVPS    Y5, Y2, Y3, Y3
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
 	JZ           scores_rows4_row2_noalibi
@@ -44809,74 +43790,14 @@ scores_rows4_row1_noalibi:
 	VADDSS       (BX)(DX*4), X2, X2
 	VBROADCASTSS X2, Y2
 	VADDPS       iotaAVX2<>+0(SB), Y2, Y2
-	VBROADCASTSS (CX)(DX*4), Y3
-	VMULPS       Y3, Y2, Y2
+	VBROADCASTSS (CX)(DX*4), Y5
+	VMULPS       Y5, Y2, Y2
 	VADDPS       Y2, Y1, Y1
 
 scores_rows4_row2_noalibi:
 	VMOVUPS      constsAVX2<>+672(SB), Y2
-	VMOVUPS      672(AX), Y3
-	VBLENDVPS    Y3, Y2, Y1, Y1
-	MOVQ         88(SP), CX
-	ADDQ         $0x02, CX
-	MOVQ         m+96(FP), DX
-	MOVQ         l+104(FP), BX
-	VMOVUPS      Y1, Y2
-	VPERM2F128   $0x01, Y2, Y2, Y3
-	VMAXPS       Y3, Y2, Y2
-	VPERMILPS    $0x4e, Y2, Y3
-	VMAXPS       Y3, Y2, Y2
-	VPERMILPS    $0xb1, Y2, Y3
-	VMAXPS       Y3, Y2, Y2
-	VBROADCASTSS (DX)(CX*4), Y3
-	VMAXPS       Y2, Y3, Y2
-	VMAXPS       constsAVX2<>+640(SB), Y2, Y4
-	VSUBPS       Y4, Y1, Y1
-	VCMPPS       $0x15, constsAVX2<>+384(SB), Y1, Y5
-	VMULPS       constsAVX2<>+64(SB), Y1, Y1
-	VADDPS       constsAVX2<>+416(SB), Y1, Y6
-	VSUBPS       constsAVX2<>+416(SB), Y6, Y7
-	VSUBPS       Y7, Y1, Y1
-	VMOVUPS      constsAVX2<>+448(SB), Y7
-	VFMADD213PS  constsAVX2<>+480(SB), Y1, Y7
-	VFMADD213PS  constsAVX2<>+512(SB), Y1, Y7
-	VFMADD213PS  constsAVX2<>+544(SB), Y1, Y7
-	VFMADD213PS  constsAVX2<>+576(SB), Y1, Y7
-	VFMADD213PS  constsAVX2<>+608(SB), Y1, Y7
-	VFMADD213PS  constsAVX2<>+352(SB), Y1, Y7
-	VPSLLD       $0x17, Y6, Y6
-	VPADDD       Y6, Y7, Y7
-	VANDPS       Y5, Y7, Y7
-	MOVQ         CX, SI
-	SHLQ         $0x05, SI
-	VMOVUPS      Y7, (AX)(SI*1)
-	VPERM2F128   $0x01, Y7, Y7, Y1
-	VADDPS       Y1, Y7, Y7
-	VPERMILPS    $0x4e, Y7, Y1
-	VADDPS       Y1, Y7, Y7
-	VPERMILPS    $0xb1, Y7, Y1
-	VADDPS       Y1, Y7, Y7
-	VSUBPS       Y4, Y3, Y3
-	VCMPPS       $0x15, constsAVX2<>+384(SB), Y3, Y1
-	VMULPS       constsAVX2<>+64(SB), Y3, Y3
-	VADDPS       constsAVX2<>+416(SB), Y3, Y4
-	VSUBPS       constsAVX2<>+416(SB), Y4, Y5
-	VSUBPS       Y5, Y3, Y3
-	VMOVUPS      constsAVX2<>+448(SB), Y5
-	VFMADD213PS  constsAVX2<>+480(SB), Y3, Y5
-	VFMADD213PS  constsAVX2<>+512(SB), Y3, Y5
-	VFMADD213PS  constsAVX2<>+544(SB), Y3, Y5
-	VFMADD213PS  constsAVX2<>+576(SB), Y3, Y5
-	VFMADD213PS  constsAVX2<>+608(SB), Y3, Y5
-	VFMADD213PS  constsAVX2<>+352(SB), Y3, Y5
-	VPSLLD       $0x17, Y4, Y4
-	VPADDD       Y4, Y5, Y5
-	VANDPS       Y1, Y5, Y5
-	VBROADCASTSS (BX)(CX*4), Y1
-	VFMADD213PS  Y7, Y5, Y1
-	VMOVSS       X1, (BX)(CX*4)
-	VMOVSS       X2, (DX)(CX*4)
-	VMOVSS       X5, 512(AX)(CX*4)
+	VMOVUPS      672(AX), Y5
+	VBLENDVPS    Y5, Y2, Y1, Y1
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
 	JZ           scores_rows4_row3_noalibi
@@ -44884,81 +43805,160 @@ scores_rows4_row2_noalibi:
 	ADDQ         $0x03, DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX2<>+1024(SB), Y1
-	VCVTSI2SSQ   BX, X1, X1
+	VMOVUPS      constsAVX2<>+1024(SB), Y2
+	VCVTSI2SSQ   BX, X2, X2
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
-	VADDSS       (BX)(DX*4), X1, X1
-	VBROADCASTSS X1, Y1
-	VADDPS       iotaAVX2<>+0(SB), Y1, Y1
-	VBROADCASTSS (CX)(DX*4), Y2
-	VMULPS       Y2, Y1, Y1
-	VADDPS       Y1, Y0, Y0
+	VADDSS       (BX)(DX*4), X2, X2
+	VBROADCASTSS X2, Y2
+	VADDPS       iotaAVX2<>+0(SB), Y2, Y2
+	VBROADCASTSS (CX)(DX*4), Y5
+	VMULPS       Y5, Y2, Y2
+	VADDPS       Y2, Y0, Y0
 
 scores_rows4_row3_noalibi:
-	VMOVUPS      constsAVX2<>+672(SB), Y1
-	VMOVUPS      672(AX), Y2
-	VBLENDVPS    Y2, Y1, Y0, Y0
+	VMOVUPS      constsAVX2<>+672(SB), Y2
+	VMOVUPS      672(AX), Y5
+	VBLENDVPS    Y5, Y2, Y0, Y0
 	MOVQ         88(SP), CX
-	ADDQ         $0x03, CX
 	MOVQ         m+96(FP), DX
 	MOVQ         l+104(FP), BX
-	VMOVUPS      Y0, Y1
-	VPERM2F128   $0x01, Y1, Y1, Y2
-	VMAXPS       Y2, Y1, Y1
-	VPERMILPS    $0x4e, Y1, Y2
-	VMAXPS       Y2, Y1, Y1
-	VPERMILPS    $0xb1, Y1, Y2
-	VMAXPS       Y2, Y1, Y1
-	VBROADCASTSS (DX)(CX*4), Y2
-	VMAXPS       Y1, Y2, Y1
-	VMAXPS       constsAVX2<>+640(SB), Y1, Y3
-	VSUBPS       Y3, Y0, Y0
-	VCMPPS       $0x15, constsAVX2<>+384(SB), Y0, Y4
+	VPERM2F128   $0x20, Y3, Y4, Y2
+	VPERM2F128   $0x31, Y3, Y4, Y5
+	VMAXPS       Y5, Y2, Y2
+	VPERMILPS    $0x4e, Y2, Y5
+	VMAXPS       Y5, Y2, Y2
+	VPERMILPS    $0xb1, Y2, Y5
+	VMAXPS       Y5, Y2, Y2
+	VPERM2F128   $0x20, Y0, Y1, Y5
+	VPERM2F128   $0x31, Y0, Y1, Y6
+	VMAXPS       Y6, Y5, Y5
+	VPERMILPS    $0x4e, Y5, Y6
+	VMAXPS       Y6, Y5, Y5
+	VPERMILPS    $0xb1, Y5, Y6
+	VMAXPS       Y6, Y5, Y5
+	VSHUFPS      $0x00, Y5, Y2, Y2
+	VEXTRACTF128 $0x01, Y2, X5
+	VBLENDPS     $0x0a, X5, X2, X2
+	VMOVUPS      (DX)(CX*4), X5
+	VMAXPS       X2, X5, X2
+	VMAXPS       constsAVX2<>+640(SB), X2, X6
+	VMOVUPS      X2, (DX)(CX*4)
+	VMOVUPS      constsAVX2<>+1024(SB), Y2
+	VSUBPS       X6, X5, X2
+	VBROADCASTSS X6, Y5
+	VSUBPS       Y5, Y4, Y4
+	VPERMILPS    $0x55, X6, X5
+	VBROADCASTSS X5, Y5
+	VSUBPS       Y5, Y3, Y3
+	VPERMILPS    $0xaa, X6, X5
+	VBROADCASTSS X5, Y5
+	VSUBPS       Y5, Y1, Y1
+	VPERMILPS    $0xff, X6, X5
+	VBROADCASTSS X5, Y5
+	VSUBPS       Y5, Y0, Y0
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y4, Y5
+	VMULPS       constsAVX2<>+64(SB), Y4, Y4
+	VADDPS       constsAVX2<>+416(SB), Y4, Y6
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y3, Y7
+	VMULPS       constsAVX2<>+64(SB), Y3, Y3
+	VADDPS       constsAVX2<>+416(SB), Y3, Y8
+	VSUBPS       constsAVX2<>+416(SB), Y6, Y9
+	VSUBPS       Y9, Y4, Y4
+	VSUBPS       constsAVX2<>+416(SB), Y8, Y9
+	VSUBPS       Y9, Y3, Y3
+	VMOVUPS      constsAVX2<>+448(SB), Y9
+	VMOVUPS      constsAVX2<>+448(SB), Y10
+	VFMADD213PS  constsAVX2<>+480(SB), Y4, Y9
+	VFMADD213PS  constsAVX2<>+480(SB), Y3, Y10
+	VFMADD213PS  constsAVX2<>+512(SB), Y4, Y9
+	VFMADD213PS  constsAVX2<>+512(SB), Y3, Y10
+	VFMADD213PS  constsAVX2<>+544(SB), Y4, Y9
+	VFMADD213PS  constsAVX2<>+544(SB), Y3, Y10
+	VFMADD213PS  constsAVX2<>+576(SB), Y4, Y9
+	VFMADD213PS  constsAVX2<>+576(SB), Y3, Y10
+	VFMADD213PS  constsAVX2<>+608(SB), Y4, Y9
+	VFMADD213PS  constsAVX2<>+608(SB), Y3, Y10
+	VFMADD213PS  constsAVX2<>+352(SB), Y4, Y9
+	VFMADD213PS  constsAVX2<>+352(SB), Y3, Y10
+	VPSLLD       $0x17, Y6, Y6
+	VPADDD       Y6, Y9, Y9
+	VANDPS       Y5, Y9, Y9
+	VPSLLD       $0x17, Y8, Y8
+	VPADDD       Y8, Y10, Y10
+	VANDPS       Y7, Y10, Y10
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y1, Y3
+	VMULPS       constsAVX2<>+64(SB), Y1, Y1
+	VADDPS       constsAVX2<>+416(SB), Y1, Y4
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y0, Y5
 	VMULPS       constsAVX2<>+64(SB), Y0, Y0
-	VADDPS       constsAVX2<>+416(SB), Y0, Y5
-	VSUBPS       constsAVX2<>+416(SB), Y5, Y6
-	VSUBPS       Y6, Y0, Y0
-	VMOVUPS      constsAVX2<>+448(SB), Y6
-	VFMADD213PS  constsAVX2<>+480(SB), Y0, Y6
-	VFMADD213PS  constsAVX2<>+512(SB), Y0, Y6
-	VFMADD213PS  constsAVX2<>+544(SB), Y0, Y6
-	VFMADD213PS  constsAVX2<>+576(SB), Y0, Y6
-	VFMADD213PS  constsAVX2<>+608(SB), Y0, Y6
-	VFMADD213PS  constsAVX2<>+352(SB), Y0, Y6
-	VPSLLD       $0x17, Y5, Y5
-	VPADDD       Y5, Y6, Y6
-	VANDPS       Y4, Y6, Y6
-	MOVQ         CX, SI
-	SHLQ         $0x05, SI
-	VMOVUPS      Y6, (AX)(SI*1)
-	VPERM2F128   $0x01, Y6, Y6, Y0
-	VADDPS       Y0, Y6, Y6
-	VPERMILPS    $0x4e, Y6, Y0
-	VADDPS       Y0, Y6, Y6
-	VPERMILPS    $0xb1, Y6, Y0
-	VADDPS       Y0, Y6, Y6
-	VSUBPS       Y3, Y2, Y2
+	VADDPS       constsAVX2<>+416(SB), Y0, Y6
+	VSUBPS       constsAVX2<>+416(SB), Y4, Y7
+	VSUBPS       Y7, Y1, Y1
+	VSUBPS       constsAVX2<>+416(SB), Y6, Y7
+	VSUBPS       Y7, Y0, Y0
+	VMOVUPS      constsAVX2<>+448(SB), Y7
+	VMOVUPS      constsAVX2<>+448(SB), Y8
+	VFMADD213PS  constsAVX2<>+480(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+480(SB), Y0, Y8
+	VFMADD213PS  constsAVX2<>+512(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+512(SB), Y0, Y8
+	VFMADD213PS  constsAVX2<>+544(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+544(SB), Y0, Y8
+	VFMADD213PS  constsAVX2<>+576(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+576(SB), Y0, Y8
+	VFMADD213PS  constsAVX2<>+608(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+608(SB), Y0, Y8
+	VFMADD213PS  constsAVX2<>+352(SB), Y1, Y7
+	VFMADD213PS  constsAVX2<>+352(SB), Y0, Y8
+	VPSLLD       $0x17, Y4, Y4
+	VPADDD       Y4, Y7, Y7
+	VANDPS       Y3, Y7, Y7
+	VPSLLD       $0x17, Y6, Y6
+	VPADDD       Y6, Y8, Y8
+	VANDPS       Y5, Y8, Y8
+	MOVQ         CX, DX
+	SHLQ         $0x05, DX
+	VMOVUPS      Y9, (AX)(DX*1)
+	VMOVUPS      Y10, 32(AX)(DX*1)
+	VMOVUPS      Y7, 64(AX)(DX*1)
+	VMOVUPS      Y8, 96(AX)(DX*1)
 	VCMPPS       $0x15, constsAVX2<>+384(SB), Y2, Y0
 	VMULPS       constsAVX2<>+64(SB), Y2, Y2
-	VADDPS       constsAVX2<>+416(SB), Y2, Y3
-	VSUBPS       constsAVX2<>+416(SB), Y3, Y4
-	VSUBPS       Y4, Y2, Y2
-	VMOVUPS      constsAVX2<>+448(SB), Y4
-	VFMADD213PS  constsAVX2<>+480(SB), Y2, Y4
-	VFMADD213PS  constsAVX2<>+512(SB), Y2, Y4
-	VFMADD213PS  constsAVX2<>+544(SB), Y2, Y4
-	VFMADD213PS  constsAVX2<>+576(SB), Y2, Y4
-	VFMADD213PS  constsAVX2<>+608(SB), Y2, Y4
-	VFMADD213PS  constsAVX2<>+352(SB), Y2, Y4
-	VPSLLD       $0x17, Y3, Y3
-	VPADDD       Y3, Y4, Y4
-	VANDPS       Y0, Y4, Y4
-	VBROADCASTSS (BX)(CX*4), Y0
-	VFMADD213PS  Y6, Y4, Y0
-	VMOVSS       X0, (BX)(CX*4)
-	VMOVSS       X1, (DX)(CX*4)
-	VMOVSS       X4, 512(AX)(CX*4)
+	VADDPS       constsAVX2<>+416(SB), Y2, Y1
+	VSUBPS       constsAVX2<>+416(SB), Y1, Y3
+	VSUBPS       Y3, Y2, Y2
+	VMOVUPS      constsAVX2<>+448(SB), Y3
+	VFMADD213PS  constsAVX2<>+480(SB), Y2, Y3
+	VFMADD213PS  constsAVX2<>+512(SB), Y2, Y3
+	VFMADD213PS  constsAVX2<>+544(SB), Y2, Y3
+	VFMADD213PS  constsAVX2<>+576(SB), Y2, Y3
+	VFMADD213PS  constsAVX2<>+608(SB), Y2, Y3
+	VFMADD213PS  constsAVX2<>+352(SB), Y2, Y3
+	VPSLLD       $0x17, Y1, Y1
+	VPADDD       Y1, Y3, Y3
+	VANDPS       Y0, Y3, Y3
+	VPERM2F128   $0x20, Y10, Y9, Y0
+	VPERM2F128   $0x31, Y10, Y9, Y1
+	VADDPS       Y1, Y0, Y0
+	VPERMILPS    $0x4e, Y0, Y1
+	VADDPS       Y1, Y0, Y0
+	VPERMILPS    $0xb1, Y0, Y1
+	VADDPS       Y1, Y0, Y0
+	VPERM2F128   $0x20, Y8, Y7, Y1
+	VPERM2F128   $0x31, Y8, Y7, Y2
+	VADDPS       Y2, Y1, Y1
+	VPERMILPS    $0x4e, Y1, Y2
+	VADDPS       Y2, Y1, Y1
+	VPERMILPS    $0xb1, Y1, Y2
+	VADDPS       Y2, Y1, Y1
+	VSHUFPS      $0x00, Y1, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VBLENDPS     $0x0a, X1, X0, X0
+	VMOVUPS      (BX)(CX*4), X1
+	VFMADD213PS  X0, X3, X1
+	VMOVUPS      X1, (BX)(CX*4)
+	VMOVUPS      X3, 512(AX)(CX*4)
 	MOVQ         88(SP), CX
 	MOVQ         96(SP), DX
 	ADDQ         $0x04, CX
@@ -48923,65 +47923,6 @@ scoresq8_rows4_row0_noalibi:
 	VMOVUPS      constsAVX2<>+672(SB), Y4
 	VMOVUPS      672(AX), Y5
 	VBLENDVPS    Y5, Y4, Y0, Y0
-	MOVQ         88(SP), CX
-	MOVQ         m+96(FP), DX
-	MOVQ         l+104(FP), BX
-	VMOVUPS      Y0, Y4
-	VPERM2F128   $0x01, Y4, Y4, Y5
-	VMAXPS       Y5, Y4, Y4
-	VPERMILPS    $0x4e, Y4, Y5
-	VMAXPS       Y5, Y4, Y4
-	VPERMILPS    $0xb1, Y4, Y5
-	VMAXPS       Y5, Y4, Y4
-	VBROADCASTSS (DX)(CX*4), Y5
-	VMAXPS       Y4, Y5, Y4
-	VMAXPS       constsAVX2<>+640(SB), Y4, Y6
-	VSUBPS       Y6, Y0, Y0
-	VCMPPS       $0x15, constsAVX2<>+384(SB), Y0, Y7
-	VMULPS       constsAVX2<>+64(SB), Y0, Y0
-	VADDPS       constsAVX2<>+416(SB), Y0, Y8
-	VSUBPS       constsAVX2<>+416(SB), Y8, Y9
-	VSUBPS       Y9, Y0, Y0
-	VMOVUPS      constsAVX2<>+448(SB), Y9
-	VFMADD213PS  constsAVX2<>+480(SB), Y0, Y9
-	VFMADD213PS  constsAVX2<>+512(SB), Y0, Y9
-	VFMADD213PS  constsAVX2<>+544(SB), Y0, Y9
-	VFMADD213PS  constsAVX2<>+576(SB), Y0, Y9
-	VFMADD213PS  constsAVX2<>+608(SB), Y0, Y9
-	VFMADD213PS  constsAVX2<>+352(SB), Y0, Y9
-	VPSLLD       $0x17, Y8, Y8
-	VPADDD       Y8, Y9, Y9
-	VANDPS       Y7, Y9, Y9
-	MOVQ         CX, SI
-	SHLQ         $0x05, SI
-	VMOVUPS      Y9, (AX)(SI*1)
-	VPERM2F128   $0x01, Y9, Y9, Y0
-	VADDPS       Y0, Y9, Y9
-	VPERMILPS    $0x4e, Y9, Y0
-	VADDPS       Y0, Y9, Y9
-	VPERMILPS    $0xb1, Y9, Y0
-	VADDPS       Y0, Y9, Y9
-	VSUBPS       Y6, Y5, Y5
-	VCMPPS       $0x15, constsAVX2<>+384(SB), Y5, Y0
-	VMULPS       constsAVX2<>+64(SB), Y5, Y5
-	VADDPS       constsAVX2<>+416(SB), Y5, Y6
-	VSUBPS       constsAVX2<>+416(SB), Y6, Y7
-	VSUBPS       Y7, Y5, Y5
-	VMOVUPS      constsAVX2<>+448(SB), Y7
-	VFMADD213PS  constsAVX2<>+480(SB), Y5, Y7
-	VFMADD213PS  constsAVX2<>+512(SB), Y5, Y7
-	VFMADD213PS  constsAVX2<>+544(SB), Y5, Y7
-	VFMADD213PS  constsAVX2<>+576(SB), Y5, Y7
-	VFMADD213PS  constsAVX2<>+608(SB), Y5, Y7
-	VFMADD213PS  constsAVX2<>+352(SB), Y5, Y7
-	VPSLLD       $0x17, Y6, Y6
-	VPADDD       Y6, Y7, Y7
-	VANDPS       Y0, Y7, Y7
-	VBROADCASTSS (BX)(CX*4), Y0
-	VFMADD213PS  Y9, Y7, Y0
-	VMOVSS       X0, (BX)(CX*4)
-	VMOVSS       X4, (DX)(CX*4)
-	VMOVSS       X7, 512(AX)(CX*4)
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
 	JZ           scoresq8_rows4_row1_noalibi
@@ -48989,81 +47930,21 @@ scoresq8_rows4_row0_noalibi:
 	ADDQ         $0x01, DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX2<>+1024(SB), Y0
-	VCVTSI2SSQ   BX, X0, X0
+	VMOVUPS      constsAVX2<>+1024(SB), Y4
+	VCVTSI2SSQ   BX, X4, X4
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
-	VADDSS       (BX)(DX*4), X0, X0
-	VBROADCASTSS X0, Y0
-	VADDPS       iotaAVX2<>+0(SB), Y0, Y0
-	VBROADCASTSS (CX)(DX*4), Y4
-	VMULPS       Y4, Y0, Y0
-	VADDPS       Y0, Y1, Y1
+	VADDSS       (BX)(DX*4), X4, X4
+	VBROADCASTSS X4, Y4
+	VADDPS       iotaAVX2<>+0(SB), Y4, Y4
+	VBROADCASTSS (CX)(DX*4), Y5
+	VMULPS       Y5, Y4, Y4
+	VADDPS       Y4, Y1, Y1
 
 scoresq8_rows4_row1_noalibi:
-	VMOVUPS      constsAVX2<>+672(SB), Y0
-	VMOVUPS      672(AX), Y4
-	VBLENDVPS    Y4, Y0, Y1, Y1
-	MOVQ         88(SP), CX
-	ADDQ         $0x01, CX
-	MOVQ         m+96(FP), DX
-	MOVQ         l+104(FP), BX
-	VMOVUPS      Y1, Y0
-	VPERM2F128   $0x01, Y0, Y0, Y4
-	VMAXPS       Y4, Y0, Y0
-	VPERMILPS    $0x4e, Y0, Y4
-	VMAXPS       Y4, Y0, Y0
-	VPERMILPS    $0xb1, Y0, Y4
-	VMAXPS       Y4, Y0, Y0
-	VBROADCASTSS (DX)(CX*4), Y4
-	VMAXPS       Y0, Y4, Y0
-	VMAXPS       constsAVX2<>+640(SB), Y0, Y5
-	VSUBPS       Y5, Y1, Y1
-	VCMPPS       $0x15, constsAVX2<>+384(SB), Y1, Y6
-	VMULPS       constsAVX2<>+64(SB), Y1, Y1
-	VADDPS       constsAVX2<>+416(SB), Y1, Y7
-	VSUBPS       constsAVX2<>+416(SB), Y7, Y8
-	VSUBPS       Y8, Y1, Y1
-	VMOVUPS      constsAVX2<>+448(SB), Y8
-	VFMADD213PS  constsAVX2<>+480(SB), Y1, Y8
-	VFMADD213PS  constsAVX2<>+512(SB), Y1, Y8
-	VFMADD213PS  constsAVX2<>+544(SB), Y1, Y8
-	VFMADD213PS  constsAVX2<>+576(SB), Y1, Y8
-	VFMADD213PS  constsAVX2<>+608(SB), Y1, Y8
-	VFMADD213PS  constsAVX2<>+352(SB), Y1, Y8
-	VPSLLD       $0x17, Y7, Y7
-	VPADDD       Y7, Y8, Y8
-	VANDPS       Y6, Y8, Y8
-	MOVQ         CX, SI
-	SHLQ         $0x05, SI
-	VMOVUPS      Y8, (AX)(SI*1)
-	VPERM2F128   $0x01, Y8, Y8, Y1
-	VADDPS       Y1, Y8, Y8
-	VPERMILPS    $0x4e, Y8, Y1
-	VADDPS       Y1, Y8, Y8
-	VPERMILPS    $0xb1, Y8, Y1
-	VADDPS       Y1, Y8, Y8
-	VSUBPS       Y5, Y4, Y4
-	VCMPPS       $0x15, constsAVX2<>+384(SB), Y4, Y1
-	VMULPS       constsAVX2<>+64(SB), Y4, Y4
-	VADDPS       constsAVX2<>+416(SB), Y4, Y5
-	VSUBPS       constsAVX2<>+416(SB), Y5, Y6
-	VSUBPS       Y6, Y4, Y4
-	VMOVUPS      constsAVX2<>+448(SB), Y6
-	VFMADD213PS  constsAVX2<>+480(SB), Y4, Y6
-	VFMADD213PS  constsAVX2<>+512(SB), Y4, Y6
-	VFMADD213PS  constsAVX2<>+544(SB), Y4, Y6
-	VFMADD213PS  constsAVX2<>+576(SB), Y4, Y6
-	VFMADD213PS  constsAVX2<>+608(SB), Y4, Y6
-	VFMADD213PS  constsAVX2<>+352(SB), Y4, Y6
-	VPSLLD       $0x17, Y5, Y5
-	VPADDD       Y5, Y6, Y6
-	VANDPS       Y1, Y6, Y6
-	VBROADCASTSS (BX)(CX*4), Y1
-	VFMADD213PS  Y8, Y6, Y1
-	VMOVSS       X1, (BX)(CX*4)
-	VMOVSS       X0, (DX)(CX*4)
-	VMOVSS       X6, 512(AX)(CX*4)
+	VMOVUPS      constsAVX2<>+672(SB), Y4
+	VMOVUPS      672(AX), Y5
+	VBLENDVPS    Y5, Y4, Y1, Y1
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
 	JZ           scoresq8_rows4_row2_noalibi
@@ -49071,81 +47952,21 @@ scoresq8_rows4_row1_noalibi:
 	ADDQ         $0x02, DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX2<>+1024(SB), Y0
-	VCVTSI2SSQ   BX, X0, X0
+	VMOVUPS      constsAVX2<>+1024(SB), Y4
+	VCVTSI2SSQ   BX, X4, X4
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
-	VADDSS       (BX)(DX*4), X0, X0
-	VBROADCASTSS X0, Y0
-	VADDPS       iotaAVX2<>+0(SB), Y0, Y0
-	VBROADCASTSS (CX)(DX*4), Y1
-	VMULPS       Y1, Y0, Y0
-	VADDPS       Y0, Y2, Y2
+	VADDSS       (BX)(DX*4), X4, X4
+	VBROADCASTSS X4, Y4
+	VADDPS       iotaAVX2<>+0(SB), Y4, Y4
+	VBROADCASTSS (CX)(DX*4), Y5
+	VMULPS       Y5, Y4, Y4
+	VADDPS       Y4, Y2, Y2
 
 scoresq8_rows4_row2_noalibi:
-	VMOVUPS      constsAVX2<>+672(SB), Y0
-	VMOVUPS      672(AX), Y1
-	VBLENDVPS    Y1, Y0, Y2, Y2
-	MOVQ         88(SP), CX
-	ADDQ         $0x02, CX
-	MOVQ         m+96(FP), DX
-	MOVQ         l+104(FP), BX
-	VMOVUPS      Y2, Y0
-	VPERM2F128   $0x01, Y0, Y0, Y1
-	VMAXPS       Y1, Y0, Y0
-	VPERMILPS    $0x4e, Y0, Y1
-	VMAXPS       Y1, Y0, Y0
-	VPERMILPS    $0xb1, Y0, Y1
-	VMAXPS       Y1, Y0, Y0
-	VBROADCASTSS (DX)(CX*4), Y1
-	VMAXPS       Y0, Y1, Y0
-	VMAXPS       constsAVX2<>+640(SB), Y0, Y4
-	VSUBPS       Y4, Y2, Y2
-	VCMPPS       $0x15, constsAVX2<>+384(SB), Y2, Y5
-	VMULPS       constsAVX2<>+64(SB), Y2, Y2
-	VADDPS       constsAVX2<>+416(SB), Y2, Y6
-	VSUBPS       constsAVX2<>+416(SB), Y6, Y7
-	VSUBPS       Y7, Y2, Y2
-	VMOVUPS      constsAVX2<>+448(SB), Y7
-	VFMADD213PS  constsAVX2<>+480(SB), Y2, Y7
-	VFMADD213PS  constsAVX2<>+512(SB), Y2, Y7
-	VFMADD213PS  constsAVX2<>+544(SB), Y2, Y7
-	VFMADD213PS  constsAVX2<>+576(SB), Y2, Y7
-	VFMADD213PS  constsAVX2<>+608(SB), Y2, Y7
-	VFMADD213PS  constsAVX2<>+352(SB), Y2, Y7
-	VPSLLD       $0x17, Y6, Y6
-	VPADDD       Y6, Y7, Y7
-	VANDPS       Y5, Y7, Y7
-	MOVQ         CX, SI
-	SHLQ         $0x05, SI
-	VMOVUPS      Y7, (AX)(SI*1)
-	VPERM2F128   $0x01, Y7, Y7, Y2
-	VADDPS       Y2, Y7, Y7
-	VPERMILPS    $0x4e, Y7, Y2
-	VADDPS       Y2, Y7, Y7
-	VPERMILPS    $0xb1, Y7, Y2
-	VADDPS       Y2, Y7, Y7
-	VSUBPS       Y4, Y1, Y1
-	VCMPPS       $0x15, constsAVX2<>+384(SB), Y1, Y2
-	VMULPS       constsAVX2<>+64(SB), Y1, Y1
-	VADDPS       constsAVX2<>+416(SB), Y1, Y4
-	VSUBPS       constsAVX2<>+416(SB), Y4, Y5
-	VSUBPS       Y5, Y1, Y1
-	VMOVUPS      constsAVX2<>+448(SB), Y5
-	VFMADD213PS  constsAVX2<>+480(SB), Y1, Y5
-	VFMADD213PS  constsAVX2<>+512(SB), Y1, Y5
-	VFMADD213PS  constsAVX2<>+544(SB), Y1, Y5
-	VFMADD213PS  constsAVX2<>+576(SB), Y1, Y5
-	VFMADD213PS  constsAVX2<>+608(SB), Y1, Y5
-	VFMADD213PS  constsAVX2<>+352(SB), Y1, Y5
-	VPSLLD       $0x17, Y4, Y4
-	VPADDD       Y4, Y5, Y5
-	VANDPS       Y2, Y5, Y5
-	VBROADCASTSS (BX)(CX*4), Y1
-	VFMADD213PS  Y7, Y5, Y1
-	VMOVSS       X1, (BX)(CX*4)
-	VMOVSS       X0, (DX)(CX*4)
-	VMOVSS       X5, 512(AX)(CX*4)
+	VMOVUPS      constsAVX2<>+672(SB), Y4
+	VMOVUPS      672(AX), Y5
+	VBLENDVPS    Y5, Y4, Y2, Y2
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
 	JZ           scoresq8_rows4_row3_noalibi
@@ -49153,81 +47974,160 @@ scoresq8_rows4_row2_noalibi:
 	ADDQ         $0x03, DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX2<>+1024(SB), Y0
-	VCVTSI2SSQ   BX, X0, X0
+	VMOVUPS      constsAVX2<>+1024(SB), Y4
+	VCVTSI2SSQ   BX, X4, X4
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
-	VADDSS       (BX)(DX*4), X0, X0
-	VBROADCASTSS X0, Y0
-	VADDPS       iotaAVX2<>+0(SB), Y0, Y0
-	VBROADCASTSS (CX)(DX*4), Y1
-	VMULPS       Y1, Y0, Y0
-	VADDPS       Y0, Y3, Y3
+	VADDSS       (BX)(DX*4), X4, X4
+	VBROADCASTSS X4, Y4
+	VADDPS       iotaAVX2<>+0(SB), Y4, Y4
+	VBROADCASTSS (CX)(DX*4), Y5
+	VMULPS       Y5, Y4, Y4
+	VADDPS       Y4, Y3, Y3
 
 scoresq8_rows4_row3_noalibi:
-	VMOVUPS      constsAVX2<>+672(SB), Y0
-	VMOVUPS      672(AX), Y1
-	VBLENDVPS    Y1, Y0, Y3, Y3
+	VMOVUPS      constsAVX2<>+672(SB), Y4
+	VMOVUPS      672(AX), Y5
+	VBLENDVPS    Y5, Y4, Y3, Y3
 	MOVQ         88(SP), CX
-	ADDQ         $0x03, CX
 	MOVQ         m+96(FP), DX
 	MOVQ         l+104(FP), BX
-	VMOVUPS      Y3, Y0
-	VPERM2F128   $0x01, Y0, Y0, Y1
-	VMAXPS       Y1, Y0, Y0
-	VPERMILPS    $0x4e, Y0, Y1
-	VMAXPS       Y1, Y0, Y0
-	VPERMILPS    $0xb1, Y0, Y1
-	VMAXPS       Y1, Y0, Y0
-	VBROADCASTSS (DX)(CX*4), Y1
-	VMAXPS       Y0, Y1, Y0
-	VMAXPS       constsAVX2<>+640(SB), Y0, Y2
-	VSUBPS       Y2, Y3, Y3
-	VCMPPS       $0x15, constsAVX2<>+384(SB), Y3, Y4
-	VMULPS       constsAVX2<>+64(SB), Y3, Y3
-	VADDPS       constsAVX2<>+416(SB), Y3, Y5
-	VSUBPS       constsAVX2<>+416(SB), Y5, Y6
-	VSUBPS       Y6, Y3, Y3
-	VMOVUPS      constsAVX2<>+448(SB), Y6
-	VFMADD213PS  constsAVX2<>+480(SB), Y3, Y6
-	VFMADD213PS  constsAVX2<>+512(SB), Y3, Y6
-	VFMADD213PS  constsAVX2<>+544(SB), Y3, Y6
-	VFMADD213PS  constsAVX2<>+576(SB), Y3, Y6
-	VFMADD213PS  constsAVX2<>+608(SB), Y3, Y6
-	VFMADD213PS  constsAVX2<>+352(SB), Y3, Y6
-	VPSLLD       $0x17, Y5, Y5
-	VPADDD       Y5, Y6, Y6
-	VANDPS       Y4, Y6, Y6
-	MOVQ         CX, SI
-	SHLQ         $0x05, SI
-	VMOVUPS      Y6, (AX)(SI*1)
-	VPERM2F128   $0x01, Y6, Y6, Y3
-	VADDPS       Y3, Y6, Y6
-	VPERMILPS    $0x4e, Y6, Y3
-	VADDPS       Y3, Y6, Y6
-	VPERMILPS    $0xb1, Y6, Y3
-	VADDPS       Y3, Y6, Y6
-	VSUBPS       Y2, Y1, Y1
-	VCMPPS       $0x15, constsAVX2<>+384(SB), Y1, Y2
+	VPERM2F128   $0x20, Y1, Y0, Y4
+	VPERM2F128   $0x31, Y1, Y0, Y5
+	VMAXPS       Y5, Y4, Y4
+	VPERMILPS    $0x4e, Y4, Y5
+	VMAXPS       Y5, Y4, Y4
+	VPERMILPS    $0xb1, Y4, Y5
+	VMAXPS       Y5, Y4, Y4
+	VPERM2F128   $0x20, Y3, Y2, Y5
+	VPERM2F128   $0x31, Y3, Y2, Y6
+	VMAXPS       Y6, Y5, Y5
+	VPERMILPS    $0x4e, Y5, Y6
+	VMAXPS       Y6, Y5, Y5
+	VPERMILPS    $0xb1, Y5, Y6
+	VMAXPS       Y6, Y5, Y5
+	VSHUFPS      $0x00, Y5, Y4, Y4
+	VEXTRACTF128 $0x01, Y4, X5
+	VBLENDPS     $0x0a, X5, X4, X4
+	VMOVUPS      (DX)(CX*4), X5
+	VMAXPS       X4, X5, X4
+	VMAXPS       constsAVX2<>+640(SB), X4, X6
+	VMOVUPS      X4, (DX)(CX*4)
+	VMOVUPS      constsAVX2<>+1024(SB), Y4
+	VSUBPS       X6, X5, X4
+	VBROADCASTSS X6, Y5
+	VSUBPS       Y5, Y0, Y0
+	VPERMILPS    $0x55, X6, X5
+	VBROADCASTSS X5, Y5
+	VSUBPS       Y5, Y1, Y1
+	VPERMILPS    $0xaa, X6, X5
+	VBROADCASTSS X5, Y5
+	VSUBPS       Y5, Y2, Y2
+	VPERMILPS    $0xff, X6, X5
+	VBROADCASTSS X5, Y5
+	VSUBPS       Y5, Y3, Y3
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y0, Y5
+	VMULPS       constsAVX2<>+64(SB), Y0, Y0
+	VADDPS       constsAVX2<>+416(SB), Y0, Y6
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y1, Y7
 	VMULPS       constsAVX2<>+64(SB), Y1, Y1
-	VADDPS       constsAVX2<>+416(SB), Y1, Y3
-	VSUBPS       constsAVX2<>+416(SB), Y3, Y4
-	VSUBPS       Y4, Y1, Y1
-	VMOVUPS      constsAVX2<>+448(SB), Y4
-	VFMADD213PS  constsAVX2<>+480(SB), Y1, Y4
-	VFMADD213PS  constsAVX2<>+512(SB), Y1, Y4
-	VFMADD213PS  constsAVX2<>+544(SB), Y1, Y4
-	VFMADD213PS  constsAVX2<>+576(SB), Y1, Y4
-	VFMADD213PS  constsAVX2<>+608(SB), Y1, Y4
-	VFMADD213PS  constsAVX2<>+352(SB), Y1, Y4
-	VPSLLD       $0x17, Y3, Y3
-	VPADDD       Y3, Y4, Y4
-	VANDPS       Y2, Y4, Y4
-	VBROADCASTSS (BX)(CX*4), Y1
-	VFMADD213PS  Y6, Y4, Y1
-	VMOVSS       X1, (BX)(CX*4)
-	VMOVSS       X0, (DX)(CX*4)
-	VMOVSS       X4, 512(AX)(CX*4)
+	VADDPS       constsAVX2<>+416(SB), Y1, Y8
+	VSUBPS       constsAVX2<>+416(SB), Y6, Y9
+	VSUBPS       Y9, Y0, Y0
+	VSUBPS       constsAVX2<>+416(SB), Y8, Y9
+	VSUBPS       Y9, Y1, Y1
+	VMOVUPS      constsAVX2<>+448(SB), Y9
+	VMOVUPS      constsAVX2<>+448(SB), Y10
+	VFMADD213PS  constsAVX2<>+480(SB), Y0, Y9
+	VFMADD213PS  constsAVX2<>+480(SB), Y1, Y10
+	VFMADD213PS  constsAVX2<>+512(SB), Y0, Y9
+	VFMADD213PS  constsAVX2<>+512(SB), Y1, Y10
+	VFMADD213PS  constsAVX2<>+544(SB), Y0, Y9
+	VFMADD213PS  constsAVX2<>+544(SB), Y1, Y10
+	VFMADD213PS  constsAVX2<>+576(SB), Y0, Y9
+	VFMADD213PS  constsAVX2<>+576(SB), Y1, Y10
+	VFMADD213PS  constsAVX2<>+608(SB), Y0, Y9
+	VFMADD213PS  constsAVX2<>+608(SB), Y1, Y10
+	VFMADD213PS  constsAVX2<>+352(SB), Y0, Y9
+	VFMADD213PS  constsAVX2<>+352(SB), Y1, Y10
+	VPSLLD       $0x17, Y6, Y6
+	VPADDD       Y6, Y9, Y9
+	VANDPS       Y5, Y9, Y9
+	VPSLLD       $0x17, Y8, Y8
+	VPADDD       Y8, Y10, Y10
+	VANDPS       Y7, Y10, Y10
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y2, Y0
+	VMULPS       constsAVX2<>+64(SB), Y2, Y2
+	VADDPS       constsAVX2<>+416(SB), Y2, Y1
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y3, Y5
+	VMULPS       constsAVX2<>+64(SB), Y3, Y3
+	VADDPS       constsAVX2<>+416(SB), Y3, Y6
+	VSUBPS       constsAVX2<>+416(SB), Y1, Y7
+	VSUBPS       Y7, Y2, Y2
+	VSUBPS       constsAVX2<>+416(SB), Y6, Y7
+	VSUBPS       Y7, Y3, Y3
+	VMOVUPS      constsAVX2<>+448(SB), Y7
+	VMOVUPS      constsAVX2<>+448(SB), Y8
+	VFMADD213PS  constsAVX2<>+480(SB), Y2, Y7
+	VFMADD213PS  constsAVX2<>+480(SB), Y3, Y8
+	VFMADD213PS  constsAVX2<>+512(SB), Y2, Y7
+	VFMADD213PS  constsAVX2<>+512(SB), Y3, Y8
+	VFMADD213PS  constsAVX2<>+544(SB), Y2, Y7
+	VFMADD213PS  constsAVX2<>+544(SB), Y3, Y8
+	VFMADD213PS  constsAVX2<>+576(SB), Y2, Y7
+	VFMADD213PS  constsAVX2<>+576(SB), Y3, Y8
+	VFMADD213PS  constsAVX2<>+608(SB), Y2, Y7
+	VFMADD213PS  constsAVX2<>+608(SB), Y3, Y8
+	VFMADD213PS  constsAVX2<>+352(SB), Y2, Y7
+	VFMADD213PS  constsAVX2<>+352(SB), Y3, Y8
+	VPSLLD       $0x17, Y1, Y1
+	VPADDD       Y1, Y7, Y7
+	VANDPS       Y0, Y7, Y7
+	VPSLLD       $0x17, Y6, Y6
+	VPADDD       Y6, Y8, Y8
+	VANDPS       Y5, Y8, Y8
+	MOVQ         CX, DX
+	SHLQ         $0x05, DX
+	VMOVUPS      Y9, (AX)(DX*1)
+	VMOVUPS      Y10, 32(AX)(DX*1)
+	VMOVUPS      Y7, 64(AX)(DX*1)
+	VMOVUPS      Y8, 96(AX)(DX*1)
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y4, Y0
+	VMULPS       constsAVX2<>+64(SB), Y4, Y4
+	VADDPS       constsAVX2<>+416(SB), Y4, Y1
+	VSUBPS       constsAVX2<>+416(SB), Y1, Y2
+	VSUBPS       Y2, Y4, Y4
+	VMOVUPS      constsAVX2<>+448(SB), Y2
+	VFMADD213PS  constsAVX2<>+480(SB), Y4, Y2
+	VFMADD213PS  constsAVX2<>+512(SB), Y4, Y2
+	VFMADD213PS  constsAVX2<>+544(SB), Y4, Y2
+	VFMADD213PS  constsAVX2<>+576(SB), Y4, Y2
+	VFMADD213PS  constsAVX2<>+608(SB), Y4, Y2
+	VFMADD213PS  constsAVX2<>+352(SB), Y4, Y2
+	VPSLLD       $0x17, Y1, Y1
+	VPADDD       Y1, Y2, Y2
+	VANDPS       Y0, Y2, Y2
+	VPERM2F128   $0x20, Y10, Y9, Y0
+	VPERM2F128   $0x31, Y10, Y9, Y1
+	VADDPS       Y1, Y0, Y0
+	VPERMILPS    $0x4e, Y0, Y1
+	VADDPS       Y1, Y0, Y0
+	VPERMILPS    $0xb1, Y0, Y1
+	VADDPS       Y1, Y0, Y0
+	VPERM2F128   $0x20, Y8, Y7, Y1
+	VPERM2F128   $0x31, Y8, Y7, Y3
+	VADDPS       Y3, Y1, Y1
+	VPERMILPS    $0x4e, Y1, Y3
+	VADDPS       Y3, Y1, Y1
+	VPERMILPS    $0xb1, Y1, Y3
+	VADDPS       Y3, Y1, Y1
+	VSHUFPS      $0x00, Y1, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VBLENDPS     $0x0a, X1, X0, X0
+	VMOVUPS      (BX)(CX*4), X1
+	VFMADD213PS  X0, X2, X1
+	VMOVUPS      X1, (BX)(CX*4)
+	VMOVUPS      X2, 512(AX)(CX*4)
 	MOVQ         88(SP), CX
 	MOVQ         96(SP), DX
 	ADDQ         $0x04, CX
@@ -52730,65 +51630,6 @@ scoresq8_rows4_row0_noalibi:
 	VMOVUPS      constsAVX2<>+672(SB), Y4
 	VMOVUPS      672(AX), Y5
 	VBLENDVPS    Y5, Y4, Y0, Y0
-	MOVQ         88(SP), CX
-	MOVQ         m+96(FP), DX
-	MOVQ         l+104(FP), BX
-	VMOVUPS      Y0, Y4
-	VPERM2F128   $0x01, Y4, Y4, Y5
-	VMAXPS       Y5, Y4, Y4
-	VPERMILPS    $0x4e, Y4, Y5
-	VMAXPS       Y5, Y4, Y4
-	VPERMILPS    $0xb1, Y4, Y5
-	VMAXPS       Y5, Y4, Y4
-	VBROADCASTSS (DX)(CX*4), Y5
-	VMAXPS       Y4, Y5, Y4
-	VMAXPS       constsAVX2<>+640(SB), Y4, Y6
-	VSUBPS       Y6, Y0, Y0
-	VCMPPS       $0x15, constsAVX2<>+384(SB), Y0, Y7
-	VMULPS       constsAVX2<>+64(SB), Y0, Y0
-	VADDPS       constsAVX2<>+416(SB), Y0, Y8
-	VSUBPS       constsAVX2<>+416(SB), Y8, Y9
-	VSUBPS       Y9, Y0, Y0
-	VMOVUPS      constsAVX2<>+448(SB), Y9
-	VFMADD213PS  constsAVX2<>+480(SB), Y0, Y9
-	VFMADD213PS  constsAVX2<>+512(SB), Y0, Y9
-	VFMADD213PS  constsAVX2<>+544(SB), Y0, Y9
-	VFMADD213PS  constsAVX2<>+576(SB), Y0, Y9
-	VFMADD213PS  constsAVX2<>+608(SB), Y0, Y9
-	VFMADD213PS  constsAVX2<>+352(SB), Y0, Y9
-	VPSLLD       $0x17, Y8, Y8
-	VPADDD       Y8, Y9, Y9
-	VANDPS       Y7, Y9, Y9
-	MOVQ         CX, SI
-	SHLQ         $0x05, SI
-	VMOVUPS      Y9, (AX)(SI*1)
-	VPERM2F128   $0x01, Y9, Y9, Y0
-	VADDPS       Y0, Y9, Y9
-	VPERMILPS    $0x4e, Y9, Y0
-	VADDPS       Y0, Y9, Y9
-	VPERMILPS    $0xb1, Y9, Y0
-	VADDPS       Y0, Y9, Y9
-	VSUBPS       Y6, Y5, Y5
-	VCMPPS       $0x15, constsAVX2<>+384(SB), Y5, Y0
-	VMULPS       constsAVX2<>+64(SB), Y5, Y5
-	VADDPS       constsAVX2<>+416(SB), Y5, Y6
-	VSUBPS       constsAVX2<>+416(SB), Y6, Y7
-	VSUBPS       Y7, Y5, Y5
-	VMOVUPS      constsAVX2<>+448(SB), Y7
-	VFMADD213PS  constsAVX2<>+480(SB), Y5, Y7
-	VFMADD213PS  constsAVX2<>+512(SB), Y5, Y7
-	VFMADD213PS  constsAVX2<>+544(SB), Y5, Y7
-	VFMADD213PS  constsAVX2<>+576(SB), Y5, Y7
-	VFMADD213PS  constsAVX2<>+608(SB), Y5, Y7
-	VFMADD213PS  constsAVX2<>+352(SB), Y5, Y7
-	VPSLLD       $0x17, Y6, Y6
-	VPADDD       Y6, Y7, Y7
-	VANDPS       Y0, Y7, Y7
-	VBROADCASTSS (BX)(CX*4), Y0
-	VFMADD213PS  Y9, Y7, Y0
-	VMOVSS       X0, (BX)(CX*4)
-	VMOVSS       X4, (DX)(CX*4)
-	VMOVSS       X7, 512(AX)(CX*4)
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
 	JZ           scoresq8_rows4_row1_noalibi
@@ -52796,81 +51637,21 @@ scoresq8_rows4_row0_noalibi:
 	ADDQ         $0x01, DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX2<>+1024(SB), Y0
-	VCVTSI2SSQ   BX, X0, X0
+	VMOVUPS      constsAVX2<>+1024(SB), Y4
+	VCVTSI2SSQ   BX, X4, X4
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
-	VADDSS       (BX)(DX*4), X0, X0
-	VBROADCASTSS X0, Y0
-	VADDPS       iotaAVX2<>+0(SB), Y0, Y0
-	VBROADCASTSS (CX)(DX*4), Y4
-	VMULPS       Y4, Y0, Y0
-	VADDPS       Y0, Y1, Y1
+	VADDSS       (BX)(DX*4), X4, X4
+	VBROADCASTSS X4, Y4
+	VADDPS       iotaAVX2<>+0(SB), Y4, Y4
+	VBROADCASTSS (CX)(DX*4), Y5
+	VMULPS       Y5, Y4, Y4
+	VADDPS       Y4, Y1, Y1
 
 scoresq8_rows4_row1_noalibi:
-	VMOVUPS      constsAVX2<>+672(SB), Y0
-	VMOVUPS      672(AX), Y4
-	VBLENDVPS    Y4, Y0, Y1, Y1
-	MOVQ         88(SP), CX
-	ADDQ         $0x01, CX
-	MOVQ         m+96(FP), DX
-	MOVQ         l+104(FP), BX
-	VMOVUPS      Y1, Y0
-	VPERM2F128   $0x01, Y0, Y0, Y4
-	VMAXPS       Y4, Y0, Y0
-	VPERMILPS    $0x4e, Y0, Y4
-	VMAXPS       Y4, Y0, Y0
-	VPERMILPS    $0xb1, Y0, Y4
-	VMAXPS       Y4, Y0, Y0
-	VBROADCASTSS (DX)(CX*4), Y4
-	VMAXPS       Y0, Y4, Y0
-	VMAXPS       constsAVX2<>+640(SB), Y0, Y5
-	VSUBPS       Y5, Y1, Y1
-	VCMPPS       $0x15, constsAVX2<>+384(SB), Y1, Y6
-	VMULPS       constsAVX2<>+64(SB), Y1, Y1
-	VADDPS       constsAVX2<>+416(SB), Y1, Y7
-	VSUBPS       constsAVX2<>+416(SB), Y7, Y8
-	VSUBPS       Y8, Y1, Y1
-	VMOVUPS      constsAVX2<>+448(SB), Y8
-	VFMADD213PS  constsAVX2<>+480(SB), Y1, Y8
-	VFMADD213PS  constsAVX2<>+512(SB), Y1, Y8
-	VFMADD213PS  constsAVX2<>+544(SB), Y1, Y8
-	VFMADD213PS  constsAVX2<>+576(SB), Y1, Y8
-	VFMADD213PS  constsAVX2<>+608(SB), Y1, Y8
-	VFMADD213PS  constsAVX2<>+352(SB), Y1, Y8
-	VPSLLD       $0x17, Y7, Y7
-	VPADDD       Y7, Y8, Y8
-	VANDPS       Y6, Y8, Y8
-	MOVQ         CX, SI
-	SHLQ         $0x05, SI
-	VMOVUPS      Y8, (AX)(SI*1)
-	VPERM2F128   $0x01, Y8, Y8, Y1
-	VADDPS       Y1, Y8, Y8
-	VPERMILPS    $0x4e, Y8, Y1
-	VADDPS       Y1, Y8, Y8
-	VPERMILPS    $0xb1, Y8, Y1
-	VADDPS       Y1, Y8, Y8
-	VSUBPS       Y5, Y4, Y4
-	VCMPPS       $0x15, constsAVX2<>+384(SB), Y4, Y1
-	VMULPS       constsAVX2<>+64(SB), Y4, Y4
-	VADDPS       constsAVX2<>+416(SB), Y4, Y5
-	VSUBPS       constsAVX2<>+416(SB), Y5, Y6
-	VSUBPS       Y6, Y4, Y4
-	VMOVUPS      constsAVX2<>+448(SB), Y6
-	VFMADD213PS  constsAVX2<>+480(SB), Y4, Y6
-	VFMADD213PS  constsAVX2<>+512(SB), Y4, Y6
-	VFMADD213PS  constsAVX2<>+544(SB), Y4, Y6
-	VFMADD213PS  constsAVX2<>+576(SB), Y4, Y6
-	VFMADD213PS  constsAVX2<>+608(SB), Y4, Y6
-	VFMADD213PS  constsAVX2<>+352(SB), Y4, Y6
-	VPSLLD       $0x17, Y5, Y5
-	VPADDD       Y5, Y6, Y6
-	VANDPS       Y1, Y6, Y6
-	VBROADCASTSS (BX)(CX*4), Y1
-	VFMADD213PS  Y8, Y6, Y1
-	VMOVSS       X1, (BX)(CX*4)
-	VMOVSS       X0, (DX)(CX*4)
-	VMOVSS       X6, 512(AX)(CX*4)
+	VMOVUPS      constsAVX2<>+672(SB), Y4
+	VMOVUPS      672(AX), Y5
+	VBLENDVPS    Y5, Y4, Y1, Y1
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
 	JZ           scoresq8_rows4_row2_noalibi
@@ -52878,81 +51659,21 @@ scoresq8_rows4_row1_noalibi:
 	ADDQ         $0x02, DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX2<>+1024(SB), Y0
-	VCVTSI2SSQ   BX, X0, X0
+	VMOVUPS      constsAVX2<>+1024(SB), Y4
+	VCVTSI2SSQ   BX, X4, X4
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
-	VADDSS       (BX)(DX*4), X0, X0
-	VBROADCASTSS X0, Y0
-	VADDPS       iotaAVX2<>+0(SB), Y0, Y0
-	VBROADCASTSS (CX)(DX*4), Y1
-	VMULPS       Y1, Y0, Y0
-	VADDPS       Y0, Y2, Y2
+	VADDSS       (BX)(DX*4), X4, X4
+	VBROADCASTSS X4, Y4
+	VADDPS       iotaAVX2<>+0(SB), Y4, Y4
+	VBROADCASTSS (CX)(DX*4), Y5
+	VMULPS       Y5, Y4, Y4
+	VADDPS       Y4, Y2, Y2
 
 scoresq8_rows4_row2_noalibi:
-	VMOVUPS      constsAVX2<>+672(SB), Y0
-	VMOVUPS      672(AX), Y1
-	VBLENDVPS    Y1, Y0, Y2, Y2
-	MOVQ         88(SP), CX
-	ADDQ         $0x02, CX
-	MOVQ         m+96(FP), DX
-	MOVQ         l+104(FP), BX
-	VMOVUPS      Y2, Y0
-	VPERM2F128   $0x01, Y0, Y0, Y1
-	VMAXPS       Y1, Y0, Y0
-	VPERMILPS    $0x4e, Y0, Y1
-	VMAXPS       Y1, Y0, Y0
-	VPERMILPS    $0xb1, Y0, Y1
-	VMAXPS       Y1, Y0, Y0
-	VBROADCASTSS (DX)(CX*4), Y1
-	VMAXPS       Y0, Y1, Y0
-	VMAXPS       constsAVX2<>+640(SB), Y0, Y4
-	VSUBPS       Y4, Y2, Y2
-	VCMPPS       $0x15, constsAVX2<>+384(SB), Y2, Y5
-	VMULPS       constsAVX2<>+64(SB), Y2, Y2
-	VADDPS       constsAVX2<>+416(SB), Y2, Y6
-	VSUBPS       constsAVX2<>+416(SB), Y6, Y7
-	VSUBPS       Y7, Y2, Y2
-	VMOVUPS      constsAVX2<>+448(SB), Y7
-	VFMADD213PS  constsAVX2<>+480(SB), Y2, Y7
-	VFMADD213PS  constsAVX2<>+512(SB), Y2, Y7
-	VFMADD213PS  constsAVX2<>+544(SB), Y2, Y7
-	VFMADD213PS  constsAVX2<>+576(SB), Y2, Y7
-	VFMADD213PS  constsAVX2<>+608(SB), Y2, Y7
-	VFMADD213PS  constsAVX2<>+352(SB), Y2, Y7
-	VPSLLD       $0x17, Y6, Y6
-	VPADDD       Y6, Y7, Y7
-	VANDPS       Y5, Y7, Y7
-	MOVQ         CX, SI
-	SHLQ         $0x05, SI
-	VMOVUPS      Y7, (AX)(SI*1)
-	VPERM2F128   $0x01, Y7, Y7, Y2
-	VADDPS       Y2, Y7, Y7
-	VPERMILPS    $0x4e, Y7, Y2
-	VADDPS       Y2, Y7, Y7
-	VPERMILPS    $0xb1, Y7, Y2
-	VADDPS       Y2, Y7, Y7
-	VSUBPS       Y4, Y1, Y1
-	VCMPPS       $0x15, constsAVX2<>+384(SB), Y1, Y2
-	VMULPS       constsAVX2<>+64(SB), Y1, Y1
-	VADDPS       constsAVX2<>+416(SB), Y1, Y4
-	VSUBPS       constsAVX2<>+416(SB), Y4, Y5
-	VSUBPS       Y5, Y1, Y1
-	VMOVUPS      constsAVX2<>+448(SB), Y5
-	VFMADD213PS  constsAVX2<>+480(SB), Y1, Y5
-	VFMADD213PS  constsAVX2<>+512(SB), Y1, Y5
-	VFMADD213PS  constsAVX2<>+544(SB), Y1, Y5
-	VFMADD213PS  constsAVX2<>+576(SB), Y1, Y5
-	VFMADD213PS  constsAVX2<>+608(SB), Y1, Y5
-	VFMADD213PS  constsAVX2<>+352(SB), Y1, Y5
-	VPSLLD       $0x17, Y4, Y4
-	VPADDD       Y4, Y5, Y5
-	VANDPS       Y2, Y5, Y5
-	VBROADCASTSS (BX)(CX*4), Y1
-	VFMADD213PS  Y7, Y5, Y1
-	VMOVSS       X1, (BX)(CX*4)
-	VMOVSS       X0, (DX)(CX*4)
-	VMOVSS       X5, 512(AX)(CX*4)
+	VMOVUPS      constsAVX2<>+672(SB), Y4
+	VMOVUPS      672(AX), Y5
+	VBLENDVPS    Y5, Y4, Y2, Y2
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
 	JZ           scoresq8_rows4_row3_noalibi
@@ -52960,81 +51681,160 @@ scoresq8_rows4_row2_noalibi:
 	ADDQ         $0x03, DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX2<>+1024(SB), Y0
-	VCVTSI2SSQ   BX, X0, X0
+	VMOVUPS      constsAVX2<>+1024(SB), Y4
+	VCVTSI2SSQ   BX, X4, X4
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
-	VADDSS       (BX)(DX*4), X0, X0
-	VBROADCASTSS X0, Y0
-	VADDPS       iotaAVX2<>+0(SB), Y0, Y0
-	VBROADCASTSS (CX)(DX*4), Y1
-	VMULPS       Y1, Y0, Y0
-	VADDPS       Y0, Y3, Y3
+	VADDSS       (BX)(DX*4), X4, X4
+	VBROADCASTSS X4, Y4
+	VADDPS       iotaAVX2<>+0(SB), Y4, Y4
+	VBROADCASTSS (CX)(DX*4), Y5
+	VMULPS       Y5, Y4, Y4
+	VADDPS       Y4, Y3, Y3
 
 scoresq8_rows4_row3_noalibi:
-	VMOVUPS      constsAVX2<>+672(SB), Y0
-	VMOVUPS      672(AX), Y1
-	VBLENDVPS    Y1, Y0, Y3, Y3
+	VMOVUPS      constsAVX2<>+672(SB), Y4
+	VMOVUPS      672(AX), Y5
+	VBLENDVPS    Y5, Y4, Y3, Y3
 	MOVQ         88(SP), CX
-	ADDQ         $0x03, CX
 	MOVQ         m+96(FP), DX
 	MOVQ         l+104(FP), BX
-	VMOVUPS      Y3, Y0
-	VPERM2F128   $0x01, Y0, Y0, Y1
-	VMAXPS       Y1, Y0, Y0
-	VPERMILPS    $0x4e, Y0, Y1
-	VMAXPS       Y1, Y0, Y0
-	VPERMILPS    $0xb1, Y0, Y1
-	VMAXPS       Y1, Y0, Y0
-	VBROADCASTSS (DX)(CX*4), Y1
-	VMAXPS       Y0, Y1, Y0
-	VMAXPS       constsAVX2<>+640(SB), Y0, Y2
-	VSUBPS       Y2, Y3, Y3
-	VCMPPS       $0x15, constsAVX2<>+384(SB), Y3, Y4
-	VMULPS       constsAVX2<>+64(SB), Y3, Y3
-	VADDPS       constsAVX2<>+416(SB), Y3, Y5
-	VSUBPS       constsAVX2<>+416(SB), Y5, Y6
-	VSUBPS       Y6, Y3, Y3
-	VMOVUPS      constsAVX2<>+448(SB), Y6
-	VFMADD213PS  constsAVX2<>+480(SB), Y3, Y6
-	VFMADD213PS  constsAVX2<>+512(SB), Y3, Y6
-	VFMADD213PS  constsAVX2<>+544(SB), Y3, Y6
-	VFMADD213PS  constsAVX2<>+576(SB), Y3, Y6
-	VFMADD213PS  constsAVX2<>+608(SB), Y3, Y6
-	VFMADD213PS  constsAVX2<>+352(SB), Y3, Y6
-	VPSLLD       $0x17, Y5, Y5
-	VPADDD       Y5, Y6, Y6
-	VANDPS       Y4, Y6, Y6
-	MOVQ         CX, SI
-	SHLQ         $0x05, SI
-	VMOVUPS      Y6, (AX)(SI*1)
-	VPERM2F128   $0x01, Y6, Y6, Y3
-	VADDPS       Y3, Y6, Y6
-	VPERMILPS    $0x4e, Y6, Y3
-	VADDPS       Y3, Y6, Y6
-	VPERMILPS    $0xb1, Y6, Y3
-	VADDPS       Y3, Y6, Y6
-	VSUBPS       Y2, Y1, Y1
-	VCMPPS       $0x15, constsAVX2<>+384(SB), Y1, Y2
+	VPERM2F128   $0x20, Y1, Y0, Y4
+	VPERM2F128   $0x31, Y1, Y0, Y5
+	VMAXPS       Y5, Y4, Y4
+	VPERMILPS    $0x4e, Y4, Y5
+	VMAXPS       Y5, Y4, Y4
+	VPERMILPS    $0xb1, Y4, Y5
+	VMAXPS       Y5, Y4, Y4
+	VPERM2F128   $0x20, Y3, Y2, Y5
+	VPERM2F128   $0x31, Y3, Y2, Y6
+	VMAXPS       Y6, Y5, Y5
+	VPERMILPS    $0x4e, Y5, Y6
+	VMAXPS       Y6, Y5, Y5
+	VPERMILPS    $0xb1, Y5, Y6
+	VMAXPS       Y6, Y5, Y5
+	VSHUFPS      $0x00, Y5, Y4, Y4
+	VEXTRACTF128 $0x01, Y4, X5
+	VBLENDPS     $0x0a, X5, X4, X4
+	VMOVUPS      (DX)(CX*4), X5
+	VMAXPS       X4, X5, X4
+	VMAXPS       constsAVX2<>+640(SB), X4, X6
+	VMOVUPS      X4, (DX)(CX*4)
+	VMOVUPS      constsAVX2<>+1024(SB), Y4
+	VSUBPS       X6, X5, X4
+	VBROADCASTSS X6, Y5
+	VSUBPS       Y5, Y0, Y0
+	VPERMILPS    $0x55, X6, X5
+	VBROADCASTSS X5, Y5
+	VSUBPS       Y5, Y1, Y1
+	VPERMILPS    $0xaa, X6, X5
+	VBROADCASTSS X5, Y5
+	VSUBPS       Y5, Y2, Y2
+	VPERMILPS    $0xff, X6, X5
+	VBROADCASTSS X5, Y5
+	VSUBPS       Y5, Y3, Y3
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y0, Y5
+	VMULPS       constsAVX2<>+64(SB), Y0, Y0
+	VADDPS       constsAVX2<>+416(SB), Y0, Y6
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y1, Y7
 	VMULPS       constsAVX2<>+64(SB), Y1, Y1
-	VADDPS       constsAVX2<>+416(SB), Y1, Y3
-	VSUBPS       constsAVX2<>+416(SB), Y3, Y4
-	VSUBPS       Y4, Y1, Y1
-	VMOVUPS      constsAVX2<>+448(SB), Y4
-	VFMADD213PS  constsAVX2<>+480(SB), Y1, Y4
-	VFMADD213PS  constsAVX2<>+512(SB), Y1, Y4
-	VFMADD213PS  constsAVX2<>+544(SB), Y1, Y4
-	VFMADD213PS  constsAVX2<>+576(SB), Y1, Y4
-	VFMADD213PS  constsAVX2<>+608(SB), Y1, Y4
-	VFMADD213PS  constsAVX2<>+352(SB), Y1, Y4
-	VPSLLD       $0x17, Y3, Y3
-	VPADDD       Y3, Y4, Y4
-	VANDPS       Y2, Y4, Y4
-	VBROADCASTSS (BX)(CX*4), Y1
-	VFMADD213PS  Y6, Y4, Y1
-	VMOVSS       X1, (BX)(CX*4)
-	VMOVSS       X0, (DX)(CX*4)
-	VMOVSS       X4, 512(AX)(CX*4)
+	VADDPS       constsAVX2<>+416(SB), Y1, Y8
+	VSUBPS       constsAVX2<>+416(SB), Y6, Y9
+	VSUBPS       Y9, Y0, Y0
+	VSUBPS       constsAVX2<>+416(SB), Y8, Y9
+	VSUBPS       Y9, Y1, Y1
+	VMOVUPS      constsAVX2<>+448(SB), Y9
+	VMOVUPS      constsAVX2<>+448(SB), Y10
+	VFMADD213PS  constsAVX2<>+480(SB), Y0, Y9
+	VFMADD213PS  constsAVX2<>+480(SB), Y1, Y10
+	VFMADD213PS  constsAVX2<>+512(SB), Y0, Y9
+	VFMADD213PS  constsAVX2<>+512(SB), Y1, Y10
+	VFMADD213PS  constsAVX2<>+544(SB), Y0, Y9
+	VFMADD213PS  constsAVX2<>+544(SB), Y1, Y10
+	VFMADD213PS  constsAVX2<>+576(SB), Y0, Y9
+	VFMADD213PS  constsAVX2<>+576(SB), Y1, Y10
+	VFMADD213PS  constsAVX2<>+608(SB), Y0, Y9
+	VFMADD213PS  constsAVX2<>+608(SB), Y1, Y10
+	VFMADD213PS  constsAVX2<>+352(SB), Y0, Y9
+	VFMADD213PS  constsAVX2<>+352(SB), Y1, Y10
+	VPSLLD       $0x17, Y6, Y6
+	VPADDD       Y6, Y9, Y9
+	VANDPS       Y5, Y9, Y9
+	VPSLLD       $0x17, Y8, Y8
+	VPADDD       Y8, Y10, Y10
+	VANDPS       Y7, Y10, Y10
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y2, Y0
+	VMULPS       constsAVX2<>+64(SB), Y2, Y2
+	VADDPS       constsAVX2<>+416(SB), Y2, Y1
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y3, Y5
+	VMULPS       constsAVX2<>+64(SB), Y3, Y3
+	VADDPS       constsAVX2<>+416(SB), Y3, Y6
+	VSUBPS       constsAVX2<>+416(SB), Y1, Y7
+	VSUBPS       Y7, Y2, Y2
+	VSUBPS       constsAVX2<>+416(SB), Y6, Y7
+	VSUBPS       Y7, Y3, Y3
+	VMOVUPS      constsAVX2<>+448(SB), Y7
+	VMOVUPS      constsAVX2<>+448(SB), Y8
+	VFMADD213PS  constsAVX2<>+480(SB), Y2, Y7
+	VFMADD213PS  constsAVX2<>+480(SB), Y3, Y8
+	VFMADD213PS  constsAVX2<>+512(SB), Y2, Y7
+	VFMADD213PS  constsAVX2<>+512(SB), Y3, Y8
+	VFMADD213PS  constsAVX2<>+544(SB), Y2, Y7
+	VFMADD213PS  constsAVX2<>+544(SB), Y3, Y8
+	VFMADD213PS  constsAVX2<>+576(SB), Y2, Y7
+	VFMADD213PS  constsAVX2<>+576(SB), Y3, Y8
+	VFMADD213PS  constsAVX2<>+608(SB), Y2, Y7
+	VFMADD213PS  constsAVX2<>+608(SB), Y3, Y8
+	VFMADD213PS  constsAVX2<>+352(SB), Y2, Y7
+	VFMADD213PS  constsAVX2<>+352(SB), Y3, Y8
+	VPSLLD       $0x17, Y1, Y1
+	VPADDD       Y1, Y7, Y7
+	VANDPS       Y0, Y7, Y7
+	VPSLLD       $0x17, Y6, Y6
+	VPADDD       Y6, Y8, Y8
+	VANDPS       Y5, Y8, Y8
+	MOVQ         CX, DX
+	SHLQ         $0x05, DX
+	VMOVUPS      Y9, (AX)(DX*1)
+	VMOVUPS      Y10, 32(AX)(DX*1)
+	VMOVUPS      Y7, 64(AX)(DX*1)
+	VMOVUPS      Y8, 96(AX)(DX*1)
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y4, Y0
+	VMULPS       constsAVX2<>+64(SB), Y4, Y4
+	VADDPS       constsAVX2<>+416(SB), Y4, Y1
+	VSUBPS       constsAVX2<>+416(SB), Y1, Y2
+	VSUBPS       Y2, Y4, Y4
+	VMOVUPS      constsAVX2<>+448(SB), Y2
+	VFMADD213PS  constsAVX2<>+480(SB), Y4, Y2
+	VFMADD213PS  constsAVX2<>+512(SB), Y4, Y2
+	VFMADD213PS  constsAVX2<>+544(SB), Y4, Y2
+	VFMADD213PS  constsAVX2<>+576(SB), Y4, Y2
+	VFMADD213PS  constsAVX2<>+608(SB), Y4, Y2
+	VFMADD213PS  constsAVX2<>+352(SB), Y4, Y2
+	VPSLLD       $0x17, Y1, Y1
+	VPADDD       Y1, Y2, Y2
+	VANDPS       Y0, Y2, Y2
+	VPERM2F128   $0x20, Y10, Y9, Y0
+	VPERM2F128   $0x31, Y10, Y9, Y1
+	VADDPS       Y1, Y0, Y0
+	VPERMILPS    $0x4e, Y0, Y1
+	VADDPS       Y1, Y0, Y0
+	VPERMILPS    $0xb1, Y0, Y1
+	VADDPS       Y1, Y0, Y0
+	VPERM2F128   $0x20, Y8, Y7, Y1
+	VPERM2F128   $0x31, Y8, Y7, Y3
+	VADDPS       Y3, Y1, Y1
+	VPERMILPS    $0x4e, Y1, Y3
+	VADDPS       Y3, Y1, Y1
+	VPERMILPS    $0xb1, Y1, Y3
+	VADDPS       Y3, Y1, Y1
+	VSHUFPS      $0x00, Y1, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VBLENDPS     $0x0a, X1, X0, X0
+	VMOVUPS      (BX)(CX*4), X1
+	VFMADD213PS  X0, X2, X1
+	VMOVUPS      X1, (BX)(CX*4)
+	VMOVUPS      X2, 512(AX)(CX*4)
 	MOVQ         88(SP), CX
 	MOVQ         96(SP), DX
 	ADDQ         $0x04, CX
@@ -56436,65 +55236,6 @@ scoresq8_rows4_row0_noalibi:
 	VMOVUPS      constsAVX2<>+672(SB), Y4
 	VMOVUPS      672(AX), Y5
 	VBLENDVPS    Y5, Y4, Y0, Y0
-	MOVQ         88(SP), CX
-	MOVQ         m+96(FP), DX
-	MOVQ         l+104(FP), BX
-	VMOVUPS      Y0, Y4
-	VPERM2F128   $0x01, Y4, Y4, Y5
-	VMAXPS       Y5, Y4, Y4
-	VPERMILPS    $0x4e, Y4, Y5
-	VMAXPS       Y5, Y4, Y4
-	VPERMILPS    $0xb1, Y4, Y5
-	VMAXPS       Y5, Y4, Y4
-	VBROADCASTSS (DX)(CX*4), Y5
-	VMAXPS       Y4, Y5, Y4
-	VMAXPS       constsAVX2<>+640(SB), Y4, Y6
-	VSUBPS       Y6, Y0, Y0
-	VCMPPS       $0x15, constsAVX2<>+384(SB), Y0, Y7
-	VMULPS       constsAVX2<>+64(SB), Y0, Y0
-	VADDPS       constsAVX2<>+416(SB), Y0, Y8
-	VSUBPS       constsAVX2<>+416(SB), Y8, Y9
-	VSUBPS       Y9, Y0, Y0
-	VMOVUPS      constsAVX2<>+448(SB), Y9
-	VFMADD213PS  constsAVX2<>+480(SB), Y0, Y9
-	VFMADD213PS  constsAVX2<>+512(SB), Y0, Y9
-	VFMADD213PS  constsAVX2<>+544(SB), Y0, Y9
-	VFMADD213PS  constsAVX2<>+576(SB), Y0, Y9
-	VFMADD213PS  constsAVX2<>+608(SB), Y0, Y9
-	VFMADD213PS  constsAVX2<>+352(SB), Y0, Y9
-	VPSLLD       $0x17, Y8, Y8
-	VPADDD       Y8, Y9, Y9
-	VANDPS       Y7, Y9, Y9
-	MOVQ         CX, SI
-	SHLQ         $0x05, SI
-	VMOVUPS      Y9, (AX)(SI*1)
-	VPERM2F128   $0x01, Y9, Y9, Y0
-	VADDPS       Y0, Y9, Y9
-	VPERMILPS    $0x4e, Y9, Y0
-	VADDPS       Y0, Y9, Y9
-	VPERMILPS    $0xb1, Y9, Y0
-	VADDPS       Y0, Y9, Y9
-	VSUBPS       Y6, Y5, Y5
-	VCMPPS       $0x15, constsAVX2<>+384(SB), Y5, Y0
-	VMULPS       constsAVX2<>+64(SB), Y5, Y5
-	VADDPS       constsAVX2<>+416(SB), Y5, Y6
-	VSUBPS       constsAVX2<>+416(SB), Y6, Y7
-	VSUBPS       Y7, Y5, Y5
-	VMOVUPS      constsAVX2<>+448(SB), Y7
-	VFMADD213PS  constsAVX2<>+480(SB), Y5, Y7
-	VFMADD213PS  constsAVX2<>+512(SB), Y5, Y7
-	VFMADD213PS  constsAVX2<>+544(SB), Y5, Y7
-	VFMADD213PS  constsAVX2<>+576(SB), Y5, Y7
-	VFMADD213PS  constsAVX2<>+608(SB), Y5, Y7
-	VFMADD213PS  constsAVX2<>+352(SB), Y5, Y7
-	VPSLLD       $0x17, Y6, Y6
-	VPADDD       Y6, Y7, Y7
-	VANDPS       Y0, Y7, Y7
-	VBROADCASTSS (BX)(CX*4), Y0
-	VFMADD213PS  Y9, Y7, Y0
-	VMOVSS       X0, (BX)(CX*4)
-	VMOVSS       X4, (DX)(CX*4)
-	VMOVSS       X7, 512(AX)(CX*4)
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
 	JZ           scoresq8_rows4_row1_noalibi
@@ -56502,81 +55243,21 @@ scoresq8_rows4_row0_noalibi:
 	ADDQ         $0x01, DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX2<>+1024(SB), Y0
-	VCVTSI2SSQ   BX, X0, X0
+	VMOVUPS      constsAVX2<>+1024(SB), Y4
+	VCVTSI2SSQ   BX, X4, X4
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
-	VADDSS       (BX)(DX*4), X0, X0
-	VBROADCASTSS X0, Y0
-	VADDPS       iotaAVX2<>+0(SB), Y0, Y0
-	VBROADCASTSS (CX)(DX*4), Y4
-	VMULPS       Y4, Y0, Y0
-	VADDPS       Y0, Y1, Y1
+	VADDSS       (BX)(DX*4), X4, X4
+	VBROADCASTSS X4, Y4
+	VADDPS       iotaAVX2<>+0(SB), Y4, Y4
+	VBROADCASTSS (CX)(DX*4), Y5
+	VMULPS       Y5, Y4, Y4
+	VADDPS       Y4, Y1, Y1
 
 scoresq8_rows4_row1_noalibi:
-	VMOVUPS      constsAVX2<>+672(SB), Y0
-	VMOVUPS      672(AX), Y4
-	VBLENDVPS    Y4, Y0, Y1, Y1
-	MOVQ         88(SP), CX
-	ADDQ         $0x01, CX
-	MOVQ         m+96(FP), DX
-	MOVQ         l+104(FP), BX
-	VMOVUPS      Y1, Y0
-	VPERM2F128   $0x01, Y0, Y0, Y4
-	VMAXPS       Y4, Y0, Y0
-	VPERMILPS    $0x4e, Y0, Y4
-	VMAXPS       Y4, Y0, Y0
-	VPERMILPS    $0xb1, Y0, Y4
-	VMAXPS       Y4, Y0, Y0
-	VBROADCASTSS (DX)(CX*4), Y4
-	VMAXPS       Y0, Y4, Y0
-	VMAXPS       constsAVX2<>+640(SB), Y0, Y5
-	VSUBPS       Y5, Y1, Y1
-	VCMPPS       $0x15, constsAVX2<>+384(SB), Y1, Y6
-	VMULPS       constsAVX2<>+64(SB), Y1, Y1
-	VADDPS       constsAVX2<>+416(SB), Y1, Y7
-	VSUBPS       constsAVX2<>+416(SB), Y7, Y8
-	VSUBPS       Y8, Y1, Y1
-	VMOVUPS      constsAVX2<>+448(SB), Y8
-	VFMADD213PS  constsAVX2<>+480(SB), Y1, Y8
-	VFMADD213PS  constsAVX2<>+512(SB), Y1, Y8
-	VFMADD213PS  constsAVX2<>+544(SB), Y1, Y8
-	VFMADD213PS  constsAVX2<>+576(SB), Y1, Y8
-	VFMADD213PS  constsAVX2<>+608(SB), Y1, Y8
-	VFMADD213PS  constsAVX2<>+352(SB), Y1, Y8
-	VPSLLD       $0x17, Y7, Y7
-	VPADDD       Y7, Y8, Y8
-	VANDPS       Y6, Y8, Y8
-	MOVQ         CX, SI
-	SHLQ         $0x05, SI
-	VMOVUPS      Y8, (AX)(SI*1)
-	VPERM2F128   $0x01, Y8, Y8, Y1
-	VADDPS       Y1, Y8, Y8
-	VPERMILPS    $0x4e, Y8, Y1
-	VADDPS       Y1, Y8, Y8
-	VPERMILPS    $0xb1, Y8, Y1
-	VADDPS       Y1, Y8, Y8
-	VSUBPS       Y5, Y4, Y4
-	VCMPPS       $0x15, constsAVX2<>+384(SB), Y4, Y1
-	VMULPS       constsAVX2<>+64(SB), Y4, Y4
-	VADDPS       constsAVX2<>+416(SB), Y4, Y5
-	VSUBPS       constsAVX2<>+416(SB), Y5, Y6
-	VSUBPS       Y6, Y4, Y4
-	VMOVUPS      constsAVX2<>+448(SB), Y6
-	VFMADD213PS  constsAVX2<>+480(SB), Y4, Y6
-	VFMADD213PS  constsAVX2<>+512(SB), Y4, Y6
-	VFMADD213PS  constsAVX2<>+544(SB), Y4, Y6
-	VFMADD213PS  constsAVX2<>+576(SB), Y4, Y6
-	VFMADD213PS  constsAVX2<>+608(SB), Y4, Y6
-	VFMADD213PS  constsAVX2<>+352(SB), Y4, Y6
-	VPSLLD       $0x17, Y5, Y5
-	VPADDD       Y5, Y6, Y6
-	VANDPS       Y1, Y6, Y6
-	VBROADCASTSS (BX)(CX*4), Y1
-	VFMADD213PS  Y8, Y6, Y1
-	VMOVSS       X1, (BX)(CX*4)
-	VMOVSS       X0, (DX)(CX*4)
-	VMOVSS       X6, 512(AX)(CX*4)
+	VMOVUPS      constsAVX2<>+672(SB), Y4
+	VMOVUPS      672(AX), Y5
+	VBLENDVPS    Y5, Y4, Y1, Y1
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
 	JZ           scoresq8_rows4_row2_noalibi
@@ -56584,81 +55265,21 @@ scoresq8_rows4_row1_noalibi:
 	ADDQ         $0x02, DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX2<>+1024(SB), Y0
-	VCVTSI2SSQ   BX, X0, X0
+	VMOVUPS      constsAVX2<>+1024(SB), Y4
+	VCVTSI2SSQ   BX, X4, X4
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
-	VADDSS       (BX)(DX*4), X0, X0
-	VBROADCASTSS X0, Y0
-	VADDPS       iotaAVX2<>+0(SB), Y0, Y0
-	VBROADCASTSS (CX)(DX*4), Y1
-	VMULPS       Y1, Y0, Y0
-	VADDPS       Y0, Y2, Y2
+	VADDSS       (BX)(DX*4), X4, X4
+	VBROADCASTSS X4, Y4
+	VADDPS       iotaAVX2<>+0(SB), Y4, Y4
+	VBROADCASTSS (CX)(DX*4), Y5
+	VMULPS       Y5, Y4, Y4
+	VADDPS       Y4, Y2, Y2
 
 scoresq8_rows4_row2_noalibi:
-	VMOVUPS      constsAVX2<>+672(SB), Y0
-	VMOVUPS      672(AX), Y1
-	VBLENDVPS    Y1, Y0, Y2, Y2
-	MOVQ         88(SP), CX
-	ADDQ         $0x02, CX
-	MOVQ         m+96(FP), DX
-	MOVQ         l+104(FP), BX
-	VMOVUPS      Y2, Y0
-	VPERM2F128   $0x01, Y0, Y0, Y1
-	VMAXPS       Y1, Y0, Y0
-	VPERMILPS    $0x4e, Y0, Y1
-	VMAXPS       Y1, Y0, Y0
-	VPERMILPS    $0xb1, Y0, Y1
-	VMAXPS       Y1, Y0, Y0
-	VBROADCASTSS (DX)(CX*4), Y1
-	VMAXPS       Y0, Y1, Y0
-	VMAXPS       constsAVX2<>+640(SB), Y0, Y4
-	VSUBPS       Y4, Y2, Y2
-	VCMPPS       $0x15, constsAVX2<>+384(SB), Y2, Y5
-	VMULPS       constsAVX2<>+64(SB), Y2, Y2
-	VADDPS       constsAVX2<>+416(SB), Y2, Y6
-	VSUBPS       constsAVX2<>+416(SB), Y6, Y7
-	VSUBPS       Y7, Y2, Y2
-	VMOVUPS      constsAVX2<>+448(SB), Y7
-	VFMADD213PS  constsAVX2<>+480(SB), Y2, Y7
-	VFMADD213PS  constsAVX2<>+512(SB), Y2, Y7
-	VFMADD213PS  constsAVX2<>+544(SB), Y2, Y7
-	VFMADD213PS  constsAVX2<>+576(SB), Y2, Y7
-	VFMADD213PS  constsAVX2<>+608(SB), Y2, Y7
-	VFMADD213PS  constsAVX2<>+352(SB), Y2, Y7
-	VPSLLD       $0x17, Y6, Y6
-	VPADDD       Y6, Y7, Y7
-	VANDPS       Y5, Y7, Y7
-	MOVQ         CX, SI
-	SHLQ         $0x05, SI
-	VMOVUPS      Y7, (AX)(SI*1)
-	VPERM2F128   $0x01, Y7, Y7, Y2
-	VADDPS       Y2, Y7, Y7
-	VPERMILPS    $0x4e, Y7, Y2
-	VADDPS       Y2, Y7, Y7
-	VPERMILPS    $0xb1, Y7, Y2
-	VADDPS       Y2, Y7, Y7
-	VSUBPS       Y4, Y1, Y1
-	VCMPPS       $0x15, constsAVX2<>+384(SB), Y1, Y2
-	VMULPS       constsAVX2<>+64(SB), Y1, Y1
-	VADDPS       constsAVX2<>+416(SB), Y1, Y4
-	VSUBPS       constsAVX2<>+416(SB), Y4, Y5
-	VSUBPS       Y5, Y1, Y1
-	VMOVUPS      constsAVX2<>+448(SB), Y5
-	VFMADD213PS  constsAVX2<>+480(SB), Y1, Y5
-	VFMADD213PS  constsAVX2<>+512(SB), Y1, Y5
-	VFMADD213PS  constsAVX2<>+544(SB), Y1, Y5
-	VFMADD213PS  constsAVX2<>+576(SB), Y1, Y5
-	VFMADD213PS  constsAVX2<>+608(SB), Y1, Y5
-	VFMADD213PS  constsAVX2<>+352(SB), Y1, Y5
-	VPSLLD       $0x17, Y4, Y4
-	VPADDD       Y4, Y5, Y5
-	VANDPS       Y2, Y5, Y5
-	VBROADCASTSS (BX)(CX*4), Y1
-	VFMADD213PS  Y7, Y5, Y1
-	VMOVSS       X1, (BX)(CX*4)
-	VMOVSS       X0, (DX)(CX*4)
-	VMOVSS       X5, 512(AX)(CX*4)
+	VMOVUPS      constsAVX2<>+672(SB), Y4
+	VMOVUPS      672(AX), Y5
+	VBLENDVPS    Y5, Y4, Y2, Y2
 	MOVQ         alibi+120(FP), CX
 	TESTQ        CX, CX
 	JZ           scoresq8_rows4_row3_noalibi
@@ -56666,81 +55287,160 @@ scoresq8_rows4_row2_noalibi:
 	ADDQ         $0x03, DX
 	MOVQ         nk+64(FP), BX
 	SUBQ         16(SP), BX
-	VMOVUPS      constsAVX2<>+1024(SB), Y0
-	VCVTSI2SSQ   BX, X0, X0
+	VMOVUPS      constsAVX2<>+1024(SB), Y4
+	VCVTSI2SSQ   BX, X4, X4
 	MOVQ         rows+8(FP), BX
 	LEAQ         (CX)(BX*4), BX
-	VADDSS       (BX)(DX*4), X0, X0
-	VBROADCASTSS X0, Y0
-	VADDPS       iotaAVX2<>+0(SB), Y0, Y0
-	VBROADCASTSS (CX)(DX*4), Y1
-	VMULPS       Y1, Y0, Y0
-	VADDPS       Y0, Y3, Y3
+	VADDSS       (BX)(DX*4), X4, X4
+	VBROADCASTSS X4, Y4
+	VADDPS       iotaAVX2<>+0(SB), Y4, Y4
+	VBROADCASTSS (CX)(DX*4), Y5
+	VMULPS       Y5, Y4, Y4
+	VADDPS       Y4, Y3, Y3
 
 scoresq8_rows4_row3_noalibi:
-	VMOVUPS      constsAVX2<>+672(SB), Y0
-	VMOVUPS      672(AX), Y1
-	VBLENDVPS    Y1, Y0, Y3, Y3
+	VMOVUPS      constsAVX2<>+672(SB), Y4
+	VMOVUPS      672(AX), Y5
+	VBLENDVPS    Y5, Y4, Y3, Y3
 	MOVQ         88(SP), CX
-	ADDQ         $0x03, CX
 	MOVQ         m+96(FP), DX
 	MOVQ         l+104(FP), BX
-	VMOVUPS      Y3, Y0
-	VPERM2F128   $0x01, Y0, Y0, Y1
-	VMAXPS       Y1, Y0, Y0
-	VPERMILPS    $0x4e, Y0, Y1
-	VMAXPS       Y1, Y0, Y0
-	VPERMILPS    $0xb1, Y0, Y1
-	VMAXPS       Y1, Y0, Y0
-	VBROADCASTSS (DX)(CX*4), Y1
-	VMAXPS       Y0, Y1, Y0
-	VMAXPS       constsAVX2<>+640(SB), Y0, Y2
-	VSUBPS       Y2, Y3, Y3
-	VCMPPS       $0x15, constsAVX2<>+384(SB), Y3, Y4
-	VMULPS       constsAVX2<>+64(SB), Y3, Y3
-	VADDPS       constsAVX2<>+416(SB), Y3, Y5
-	VSUBPS       constsAVX2<>+416(SB), Y5, Y6
-	VSUBPS       Y6, Y3, Y3
-	VMOVUPS      constsAVX2<>+448(SB), Y6
-	VFMADD213PS  constsAVX2<>+480(SB), Y3, Y6
-	VFMADD213PS  constsAVX2<>+512(SB), Y3, Y6
-	VFMADD213PS  constsAVX2<>+544(SB), Y3, Y6
-	VFMADD213PS  constsAVX2<>+576(SB), Y3, Y6
-	VFMADD213PS  constsAVX2<>+608(SB), Y3, Y6
-	VFMADD213PS  constsAVX2<>+352(SB), Y3, Y6
-	VPSLLD       $0x17, Y5, Y5
-	VPADDD       Y5, Y6, Y6
-	VANDPS       Y4, Y6, Y6
-	MOVQ         CX, SI
-	SHLQ         $0x05, SI
-	VMOVUPS      Y6, (AX)(SI*1)
-	VPERM2F128   $0x01, Y6, Y6, Y3
-	VADDPS       Y3, Y6, Y6
-	VPERMILPS    $0x4e, Y6, Y3
-	VADDPS       Y3, Y6, Y6
-	VPERMILPS    $0xb1, Y6, Y3
-	VADDPS       Y3, Y6, Y6
-	VSUBPS       Y2, Y1, Y1
-	VCMPPS       $0x15, constsAVX2<>+384(SB), Y1, Y2
+	VPERM2F128   $0x20, Y1, Y0, Y4
+	VPERM2F128   $0x31, Y1, Y0, Y5
+	VMAXPS       Y5, Y4, Y4
+	VPERMILPS    $0x4e, Y4, Y5
+	VMAXPS       Y5, Y4, Y4
+	VPERMILPS    $0xb1, Y4, Y5
+	VMAXPS       Y5, Y4, Y4
+	VPERM2F128   $0x20, Y3, Y2, Y5
+	VPERM2F128   $0x31, Y3, Y2, Y6
+	VMAXPS       Y6, Y5, Y5
+	VPERMILPS    $0x4e, Y5, Y6
+	VMAXPS       Y6, Y5, Y5
+	VPERMILPS    $0xb1, Y5, Y6
+	VMAXPS       Y6, Y5, Y5
+	VSHUFPS      $0x00, Y5, Y4, Y4
+	VEXTRACTF128 $0x01, Y4, X5
+	VBLENDPS     $0x0a, X5, X4, X4
+	VMOVUPS      (DX)(CX*4), X5
+	VMAXPS       X4, X5, X4
+	VMAXPS       constsAVX2<>+640(SB), X4, X6
+	VMOVUPS      X4, (DX)(CX*4)
+	VMOVUPS      constsAVX2<>+1024(SB), Y4
+	VSUBPS       X6, X5, X4
+	VBROADCASTSS X6, Y5
+	VSUBPS       Y5, Y0, Y0
+	VPERMILPS    $0x55, X6, X5
+	VBROADCASTSS X5, Y5
+	VSUBPS       Y5, Y1, Y1
+	VPERMILPS    $0xaa, X6, X5
+	VBROADCASTSS X5, Y5
+	VSUBPS       Y5, Y2, Y2
+	VPERMILPS    $0xff, X6, X5
+	VBROADCASTSS X5, Y5
+	VSUBPS       Y5, Y3, Y3
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y0, Y5
+	VMULPS       constsAVX2<>+64(SB), Y0, Y0
+	VADDPS       constsAVX2<>+416(SB), Y0, Y6
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y1, Y7
 	VMULPS       constsAVX2<>+64(SB), Y1, Y1
-	VADDPS       constsAVX2<>+416(SB), Y1, Y3
-	VSUBPS       constsAVX2<>+416(SB), Y3, Y4
-	VSUBPS       Y4, Y1, Y1
-	VMOVUPS      constsAVX2<>+448(SB), Y4
-	VFMADD213PS  constsAVX2<>+480(SB), Y1, Y4
-	VFMADD213PS  constsAVX2<>+512(SB), Y1, Y4
-	VFMADD213PS  constsAVX2<>+544(SB), Y1, Y4
-	VFMADD213PS  constsAVX2<>+576(SB), Y1, Y4
-	VFMADD213PS  constsAVX2<>+608(SB), Y1, Y4
-	VFMADD213PS  constsAVX2<>+352(SB), Y1, Y4
-	VPSLLD       $0x17, Y3, Y3
-	VPADDD       Y3, Y4, Y4
-	VANDPS       Y2, Y4, Y4
-	VBROADCASTSS (BX)(CX*4), Y1
-	VFMADD213PS  Y6, Y4, Y1
-	VMOVSS       X1, (BX)(CX*4)
-	VMOVSS       X0, (DX)(CX*4)
-	VMOVSS       X4, 512(AX)(CX*4)
+	VADDPS       constsAVX2<>+416(SB), Y1, Y8
+	VSUBPS       constsAVX2<>+416(SB), Y6, Y9
+	VSUBPS       Y9, Y0, Y0
+	VSUBPS       constsAVX2<>+416(SB), Y8, Y9
+	VSUBPS       Y9, Y1, Y1
+	VMOVUPS      constsAVX2<>+448(SB), Y9
+	VMOVUPS      constsAVX2<>+448(SB), Y10
+	VFMADD213PS  constsAVX2<>+480(SB), Y0, Y9
+	VFMADD213PS  constsAVX2<>+480(SB), Y1, Y10
+	VFMADD213PS  constsAVX2<>+512(SB), Y0, Y9
+	VFMADD213PS  constsAVX2<>+512(SB), Y1, Y10
+	VFMADD213PS  constsAVX2<>+544(SB), Y0, Y9
+	VFMADD213PS  constsAVX2<>+544(SB), Y1, Y10
+	VFMADD213PS  constsAVX2<>+576(SB), Y0, Y9
+	VFMADD213PS  constsAVX2<>+576(SB), Y1, Y10
+	VFMADD213PS  constsAVX2<>+608(SB), Y0, Y9
+	VFMADD213PS  constsAVX2<>+608(SB), Y1, Y10
+	VFMADD213PS  constsAVX2<>+352(SB), Y0, Y9
+	VFMADD213PS  constsAVX2<>+352(SB), Y1, Y10
+	VPSLLD       $0x17, Y6, Y6
+	VPADDD       Y6, Y9, Y9
+	VANDPS       Y5, Y9, Y9
+	VPSLLD       $0x17, Y8, Y8
+	VPADDD       Y8, Y10, Y10
+	VANDPS       Y7, Y10, Y10
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y2, Y0
+	VMULPS       constsAVX2<>+64(SB), Y2, Y2
+	VADDPS       constsAVX2<>+416(SB), Y2, Y1
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y3, Y5
+	VMULPS       constsAVX2<>+64(SB), Y3, Y3
+	VADDPS       constsAVX2<>+416(SB), Y3, Y6
+	VSUBPS       constsAVX2<>+416(SB), Y1, Y7
+	VSUBPS       Y7, Y2, Y2
+	VSUBPS       constsAVX2<>+416(SB), Y6, Y7
+	VSUBPS       Y7, Y3, Y3
+	VMOVUPS      constsAVX2<>+448(SB), Y7
+	VMOVUPS      constsAVX2<>+448(SB), Y8
+	VFMADD213PS  constsAVX2<>+480(SB), Y2, Y7
+	VFMADD213PS  constsAVX2<>+480(SB), Y3, Y8
+	VFMADD213PS  constsAVX2<>+512(SB), Y2, Y7
+	VFMADD213PS  constsAVX2<>+512(SB), Y3, Y8
+	VFMADD213PS  constsAVX2<>+544(SB), Y2, Y7
+	VFMADD213PS  constsAVX2<>+544(SB), Y3, Y8
+	VFMADD213PS  constsAVX2<>+576(SB), Y2, Y7
+	VFMADD213PS  constsAVX2<>+576(SB), Y3, Y8
+	VFMADD213PS  constsAVX2<>+608(SB), Y2, Y7
+	VFMADD213PS  constsAVX2<>+608(SB), Y3, Y8
+	VFMADD213PS  constsAVX2<>+352(SB), Y2, Y7
+	VFMADD213PS  constsAVX2<>+352(SB), Y3, Y8
+	VPSLLD       $0x17, Y1, Y1
+	VPADDD       Y1, Y7, Y7
+	VANDPS       Y0, Y7, Y7
+	VPSLLD       $0x17, Y6, Y6
+	VPADDD       Y6, Y8, Y8
+	VANDPS       Y5, Y8, Y8
+	MOVQ         CX, DX
+	SHLQ         $0x05, DX
+	VMOVUPS      Y9, (AX)(DX*1)
+	VMOVUPS      Y10, 32(AX)(DX*1)
+	VMOVUPS      Y7, 64(AX)(DX*1)
+	VMOVUPS      Y8, 96(AX)(DX*1)
+	VCMPPS       $0x15, constsAVX2<>+384(SB), Y4, Y0
+	VMULPS       constsAVX2<>+64(SB), Y4, Y4
+	VADDPS       constsAVX2<>+416(SB), Y4, Y1
+	VSUBPS       constsAVX2<>+416(SB), Y1, Y2
+	VSUBPS       Y2, Y4, Y4
+	VMOVUPS      constsAVX2<>+448(SB), Y2
+	VFMADD213PS  constsAVX2<>+480(SB), Y4, Y2
+	VFMADD213PS  constsAVX2<>+512(SB), Y4, Y2
+	VFMADD213PS  constsAVX2<>+544(SB), Y4, Y2
+	VFMADD213PS  constsAVX2<>+576(SB), Y4, Y2
+	VFMADD213PS  constsAVX2<>+608(SB), Y4, Y2
+	VFMADD213PS  constsAVX2<>+352(SB), Y4, Y2
+	VPSLLD       $0x17, Y1, Y1
+	VPADDD       Y1, Y2, Y2
+	VANDPS       Y0, Y2, Y2
+	VPERM2F128   $0x20, Y10, Y9, Y0
+	VPERM2F128   $0x31, Y10, Y9, Y1
+	VADDPS       Y1, Y0, Y0
+	VPERMILPS    $0x4e, Y0, Y1
+	VADDPS       Y1, Y0, Y0
+	VPERMILPS    $0xb1, Y0, Y1
+	VADDPS       Y1, Y0, Y0
+	VPERM2F128   $0x20, Y8, Y7, Y1
+	VPERM2F128   $0x31, Y8, Y7, Y3
+	VADDPS       Y3, Y1, Y1
+	VPERMILPS    $0x4e, Y1, Y3
+	VADDPS       Y3, Y1, Y1
+	VPERMILPS    $0xb1, Y1, Y3
+	VADDPS       Y3, Y1, Y1
+	VSHUFPS      $0x00, Y1, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VBLENDPS     $0x0a, X1, X0, X0
+	VMOVUPS      (BX)(CX*4), X1
+	VFMADD213PS  X0, X2, X1
+	VMOVUPS      X1, (BX)(CX*4)
+	VMOVUPS      X2, 512(AX)(CX*4)
 	MOVQ         88(SP), CX
 	MOVQ         96(SP), DX
 	ADDQ         $0x04, CX

@@ -999,7 +999,7 @@ func (g *gen) decodeScores(e elem, lc decodeLocals, mk kvMask, sp reg.GPVirtual,
 		g.VMOVUPS(g.fold(acc), folded[pass])
 	}
 	svs := g.transposeBlocks(folded)
-	if g.isa.avx512() && R == softmaxGroup {
+	if R == softmaxGroup {
 		g.decodeSoftmaxGroup(lc, sp, svs, lb)
 		return
 	}
@@ -1277,11 +1277,11 @@ func (g *gen) decodeScoreTerms(lc decodeLocals, sp reg.GPVirtual, sv reg.VecVirt
 }
 
 // softmaxGroup is the rows whose online-softmax steps
-// decodeSoftmaxGroup takes together (AVX-512).
+// decodeSoftmaxGroup takes together.
 const softmaxGroup = 4
 
 // decodeSoftmaxGroup emits decodeSoftmax for the softmaxGroup rows from
-// lc.row at once (AVX-512), with the same bits: the four rows' maxima and
+// lc.row at once, with the same bits: the four rows' maxima and
 // sums are one shuffle tree (groupReduce: the butterfly's pairings, so
 // the same sums) instead of a butterfly each; their m, alpha and l are
 // computed in lanes 0..3 of one vector (one exp for the four alphas);
@@ -1291,7 +1291,9 @@ const softmaxGroup = 4
 // 79–85 → 81–90, bfloat16 66–83 → 85–90; the GQA step 1,32,8,1,8192,128
 // float16 71.8–72.9 → 75.8–76.3, bfloat16 71.3–72.6 → 76.1–76.7,
 // 8,32,8,1,2048,128 float16 67.7–70.9 → 74.1–74.9 (one thread, three
-// alternated bench rounds). NaN scores keep their rows NaN, but their
+// alternated bench rounds); AVX2 (the exps two and two), the kernel at
+// 8 and 16 rows: float32 65–66 → 68–70, float16 71–74 → 74–78, int8
+// 58–59 → 60–62, the int8 mode 65–71 → 76. NaN scores keep their rows NaN, but their
 // payloads may differ from the rows one by one (VMAXPS returns its second
 // operand where either is NaN).
 func (g *gen) decodeSoftmaxGroup(lc decodeLocals, sp reg.GPVirtual, svs []reg.VecVirtual, lb string) {
@@ -1305,76 +1307,111 @@ func (g *gen) decodeSoftmaxGroup(lc decodeLocals, sp reg.GPVirtual, svs []reg.Ve
 	mAt := operand.Mem{Base: mp, Index: r, Scale: 4}
 	lAt := operand.Mem{Base: lp, Index: r, Scale: 4}
 	// The rows' maxima in lanes 0..3 (row i in lane i); the old ones, the
-	// new ones and the bases beside them.
+	// new ones and the bases beside them, in xmm registers of their own
+	// (an xmm write into a wider virtual register is a partial definition
+	// to avo, which would keep that register live around the block loop).
 	mx := g.groupReduce(svs, g.VMAXPS)
-	mo, mn, base := g.vec(), g.vec(), g.vec()
-	g.VMOVUPS(mAt, mo.AsX())
-	g.VMAXPS(mx.AsX(), mo.AsX(), mn.AsX())
-	g.VMAXPS(g.cst("negMax"), mn.AsX(), base.AsX())
-	g.VMOVUPS(mn.AsX(), mAt)
-	g.VSUBPS(base.AsX(), mo.AsX(), mo.AsX())
+	mo, mn, base := g.XMM(), g.XMM(), g.XMM()
+	g.VMOVUPS(mAt, mo)
+	g.VMAXPS(mx.AsX(), mo, mn)
+	g.VMAXPS(g.cst("negMax"), mn, base)
+	g.VMOVUPS(mn, mAt)
+	d := g.vec() // the alphas' exponents, mo - base, in lanes 0..3
+	g.zero(d)
+	g.VSUBPS(base, mo, d.AsX())
 	// Each row's weights: its scores less its base, broadcast from lane i.
 	for i, sv := range svs {
 		b := g.vec()
 		if i == 0 {
-			g.VBROADCASTSS(base.AsX(), b)
+			g.VBROADCASTSS(base, b)
 		} else {
-			g.VPERMILPS(operand.U8(uint8(i*0x55)), base.AsX(), b.AsX())
-			g.VBROADCASTSS(b.AsX(), b)
+			t := g.XMM()
+			g.VPERMILPS(operand.U8(uint8(i*0x55)), base, t)
+			g.VBROADCASTSS(t, b)
 		}
 		g.VSUBPS(b, sv, sv)
 	}
-	ps := g.weightExps(svs)
+	// The exps side by side: all four on AVX-512, two and two on AVX2
+	// (whose 16 registers hold two exps' temporaries beside the rest).
+	side := softmaxGroup
+	if !g.isa.avx512() {
+		side = 2
+	}
+	var ps []reg.VecVirtual
+	for i := 0; i < softmaxGroup; i += side {
+		ps = append(ps, g.weightExps(svs[i:i+side])...)
+	}
 	pr := g.GP64()
 	g.MOVQ(r, pr)
 	g.SHLQ(operand.U8(g.lanesLog()+2), pr)
 	for i, p := range ps {
 		g.VMOVUPS(p, operand.Mem{Base: sp, Index: pr, Scale: 1, Disp: i * g.isa.bytes()})
 	}
-	alpha := g.weightExps([]reg.VecVirtual{mo})[0]
+	alpha := g.weightExps([]reg.VecVirtual{d})[0]
 	sum := g.groupReduce(ps, g.VADDPS)
-	lv := g.vec()
-	g.VMOVUPS(lAt, lv.AsX())
-	g.VFMADD213PS(sum.AsX(), alpha.AsX(), lv.AsX()) // l·alpha + Σp
-	g.VMOVUPS(lv.AsX(), lAt)
+	lv := g.XMM()
+	g.VMOVUPS(lAt, lv)
+	g.VFMADD213PS(sum.AsX(), alpha.AsX(), lv) // l·alpha + Σp
+	g.VMOVUPS(lv, lAt)
 	g.VMOVUPS(alpha.AsX(), operand.Mem{Base: sp, Index: r, Scale: 4, Disp: 4 * sl.alpha})
 }
 
-// groupReduce combines the lanes of each of four zmm vectors with op
+// groupReduce combines the lanes of each of four vectors with op
 // (VMAXPS, VADDPS) and returns vector i's result in lane i (lanes 4 and
-// up unspecified): the butterfly's steps (halves, quarters, then pairs
-// and neighbours within a 128-bit block) with the same operands paired,
-// so each result has the bits of butterfly's, done for four vectors at
-// once: the halves and quarters of two vectors a shuffle pair. The
-// vectors are kept. (On AVX2 the same tree left avo's allocator short
-// of the 16 ymm registers in the score passes before it.)
+// up unspecified): the butterfly's steps (halves, quarters on AVX-512,
+// then pairs and neighbours within a 128-bit block) with the same
+// operands paired, so each result has the bits of butterfly's, done for
+// four vectors at once: the halves (and quarters) of two vectors a
+// shuffle pair. The vectors are kept.
 func (g *gen) groupReduce(vs []reg.VecVirtual, op func(ops ...operand.Op)) reg.VecVirtual {
-	if len(vs) != softmaxGroup || !g.isa.avx512() {
-		panic("groupReduce: four zmm vectors")
+	if len(vs) != softmaxGroup {
+		panic("groupReduce: four vectors")
 	}
-	pair := func(a, b reg.VecVirtual, lo, hi uint8) reg.VecVirtual {
+	within := func(v reg.VecVirtual) {
+		t := g.vec()
+		g.VPERMILPS(operand.U8(0x4e), v, t)
+		op(t, v, v)
+		g.VPERMILPS(operand.U8(0xb1), v, t)
+		op(t, v, v)
+	}
+	if g.isa.avx512() {
+		pair := func(a, b reg.VecVirtual, lo, hi uint8) reg.VecVirtual {
+			l, h := g.vec(), g.vec()
+			g.VSHUFF32X4(operand.U8(lo), b, a, l)
+			g.VSHUFF32X4(operand.U8(hi), b, a, h)
+			op(h, l, l)
+			return l
+		}
+		// Halves: blocks 0,1 hold a's block j ∘ block j+2, blocks 2,3 b's.
+		ab := pair(vs[0], vs[1], 0x44, 0xee)
+		cd := pair(vs[2], vs[3], 0x44, 0xee)
+		// Quarters: block i holds vector i's (b0∘b2)∘(b1∘b3); then pairs
+		// and neighbours within the block.
+		v := pair(ab, cd, 0x88, 0xdd)
+		within(v)
+		// Each block's first lane into lanes 0..3.
+		idx := g.vec()
+		g.VMOVUPS(g.firsts, idx)
+		g.VPERMPS(v, idx, v)
+		return v
+	}
+	// AVX2: halves, so that block 0 holds a's (c's) lanes and block 1
+	// b's (d's); then pairs and neighbours within blocks.
+	pair := func(a, b reg.VecVirtual) reg.VecVirtual {
 		l, h := g.vec(), g.vec()
-		g.VSHUFF32X4(operand.U8(lo), b, a, l)
-		g.VSHUFF32X4(operand.U8(hi), b, a, h)
+		g.VPERM2F128(operand.U8(0x20), b, a, l)
+		g.VPERM2F128(operand.U8(0x31), b, a, h)
 		op(h, l, l)
+		within(l)
 		return l
 	}
-	// Halves: blocks 0,1 hold a's block j ∘ block j+2, blocks 2,3 b's.
-	ab := pair(vs[0], vs[1], 0x44, 0xee)
-	cd := pair(vs[2], vs[3], 0x44, 0xee)
-	// Quarters: block i holds vector i's (b0∘b2)∘(b1∘b3); then pairs and
-	// neighbours within the block.
-	v := pair(ab, cd, 0x88, 0xdd)
-	t := g.vec()
-	g.VPERMILPS(operand.U8(0x4e), v, t)
-	op(t, v, v)
-	g.VPERMILPS(operand.U8(0xb1), v, t)
-	op(t, v, v)
-	// Each block's first lane into lanes 0..3.
-	idx := g.vec()
-	g.VMOVUPS(g.firsts, idx)
-	g.VPERMPS(v, idx, v)
-	return v
+	ab, cd := pair(vs[0], vs[1]), pair(vs[2], vs[3])
+	// Each block's lane 0: [a a c c | b b d d]; then b, d beside a, c.
+	t, hi := g.vec(), g.XMM()
+	g.VSHUFPS(operand.U8(0), cd, ab, t)
+	g.VEXTRACTF128(operand.U8(1), t, hi)
+	g.VBLENDPS(operand.U8(0b1010), hi, t.AsX(), t.AsX())
+	return t
 }
 
 // shuffle is one level of the fold: two shuffles of a pair of vectors

@@ -350,7 +350,7 @@ func (g *gen) decodeScoresQ8(e elem, lc decodeLocals, sp reg.GPVirtual, R int, f
 	g.ADDQ(operand.Imm(4), cb)
 	g.DECQ(cnt)
 	g.JNZ(operand.LabelRef(lb))
-	if g.isa.avx512() && R == softmaxGroup {
+	if R == softmaxGroup {
 		g.decodeSoftmaxGroup(lc, sp, score, lb)
 		return
 	}
