@@ -22496,9 +22496,9 @@ scores_rows4_prefetched_row3_noalibi:
 	VMAXPS       Y6, Y5, Y5
 	VPERMILPS    $0xb1, Y5, Y6
 	VMAXPS       Y6, Y5, Y5
-	VSHUFPS      $0x00, Y5, Y2, Y2
+	VUNPCKLPS    Y5, Y2, Y2
 	VEXTRACTF128 $0x01, Y2, X5
-	VBLENDPS     $0x0a, X5, X2, X2
+	VUNPCKLPS    X5, X2, X2
 	VMOVUPS      (DX)(CX*4), X5
 	VMAXPS       X2, X5, X2
 	VMAXPS       constsAVX2<>+640(SB), X2, X6
@@ -22611,9 +22611,9 @@ scores_rows4_prefetched_row3_noalibi:
 	VADDPS       Y2, Y1, Y1
 	VPERMILPS    $0xb1, Y1, Y2
 	VADDPS       Y2, Y1, Y1
-	VSHUFPS      $0x00, Y1, Y0, Y0
+	VUNPCKLPS    Y1, Y0, Y0
 	VEXTRACTF128 $0x01, Y0, X1
-	VBLENDPS     $0x0a, X1, X0, X0
+	VUNPCKLPS    X1, X0, X0
 	VMOVUPS      (BX)(CX*4), X1
 	VFMADD213PS  X0, X3, X1
 	VMOVUPS      X1, (BX)(CX*4)
@@ -23656,9 +23656,9 @@ scores_rows4_row3_noalibi:
 	VMAXPS       Y6, Y5, Y5
 	VPERMILPS    $0xb1, Y5, Y6
 	VMAXPS       Y6, Y5, Y5
-	VSHUFPS      $0x00, Y5, Y2, Y2
+	VUNPCKLPS    Y5, Y2, Y2
 	VEXTRACTF128 $0x01, Y2, X5
-	VBLENDPS     $0x0a, X5, X2, X2
+	VUNPCKLPS    X5, X2, X2
 	VMOVUPS      (DX)(CX*4), X5
 	VMAXPS       X2, X5, X2
 	VMAXPS       constsAVX2<>+640(SB), X2, X6
@@ -23771,9 +23771,9 @@ scores_rows4_row3_noalibi:
 	VADDPS       Y2, Y1, Y1
 	VPERMILPS    $0xb1, Y1, Y2
 	VADDPS       Y2, Y1, Y1
-	VSHUFPS      $0x00, Y1, Y0, Y0
+	VUNPCKLPS    Y1, Y0, Y0
 	VEXTRACTF128 $0x01, Y0, X1
-	VBLENDPS     $0x0a, X1, X0, X0
+	VUNPCKLPS    X1, X0, X0
 	VMOVUPS      (BX)(CX*4), X1
 	VFMADD213PS  X0, X3, X1
 	VMOVUPS      X1, (BX)(CX*4)
@@ -27007,9 +27007,9 @@ scores_rows4_prefetched_row3_noalibi:
 	VMAXPS       Y6, Y5, Y5
 	VPERMILPS    $0xb1, Y5, Y6
 	VMAXPS       Y6, Y5, Y5
-	VSHUFPS      $0x00, Y5, Y2, Y2
+	VUNPCKLPS    Y5, Y2, Y2
 	VEXTRACTF128 $0x01, Y2, X5
-	VBLENDPS     $0x0a, X5, X2, X2
+	VUNPCKLPS    X5, X2, X2
 	VMOVUPS      (DX)(CX*4), X5
 	VMAXPS       X2, X5, X2
 	VMAXPS       constsAVX2<>+640(SB), X2, X6
@@ -27122,9 +27122,9 @@ scores_rows4_prefetched_row3_noalibi:
 	VADDPS       Y2, Y1, Y1
 	VPERMILPS    $0xb1, Y1, Y2
 	VADDPS       Y2, Y1, Y1
-	VSHUFPS      $0x00, Y1, Y0, Y0
+	VUNPCKLPS    Y1, Y0, Y0
 	VEXTRACTF128 $0x01, Y0, X1
-	VBLENDPS     $0x0a, X1, X0, X0
+	VUNPCKLPS    X1, X0, X0
 	VMOVUPS      (BX)(CX*4), X1
 	VFMADD213PS  X0, X3, X1
 	VMOVUPS      X1, (BX)(CX*4)
@@ -28191,9 +28191,9 @@ scores_rows4_row3_noalibi:
 	VMAXPS       Y6, Y5, Y5
 	VPERMILPS    $0xb1, Y5, Y6
 	VMAXPS       Y6, Y5, Y5
-	VSHUFPS      $0x00, Y5, Y2, Y2
+	VUNPCKLPS    Y5, Y2, Y2
 	VEXTRACTF128 $0x01, Y2, X5
-	VBLENDPS     $0x0a, X5, X2, X2
+	VUNPCKLPS    X5, X2, X2
 	VMOVUPS      (DX)(CX*4), X5
 	VMAXPS       X2, X5, X2
 	VMAXPS       constsAVX2<>+640(SB), X2, X6
@@ -28306,9 +28306,9 @@ scores_rows4_row3_noalibi:
 	VADDPS       Y2, Y1, Y1
 	VPERMILPS    $0xb1, Y1, Y2
 	VADDPS       Y2, Y1, Y1
-	VSHUFPS      $0x00, Y1, Y0, Y0
+	VUNPCKLPS    Y1, Y0, Y0
 	VEXTRACTF128 $0x01, Y0, X1
-	VBLENDPS     $0x0a, X1, X0, X0
+	VUNPCKLPS    X1, X0, X0
 	VMOVUPS      (BX)(CX*4), X1
 	VFMADD213PS  X0, X3, X1
 	VMOVUPS      X1, (BX)(CX*4)
@@ -31586,9 +31586,9 @@ scores_rows4_prefetched_row3_noalibi:
 	VMAXPS       Y6, Y5, Y5
 	VPERMILPS    $0xb1, Y5, Y6
 	VMAXPS       Y6, Y5, Y5
-	VSHUFPS      $0x00, Y5, Y2, Y2
+	VUNPCKLPS    Y5, Y2, Y2
 	VEXTRACTF128 $0x01, Y2, X5
-	VBLENDPS     $0x0a, X5, X2, X2
+	VUNPCKLPS    X5, X2, X2
 	VMOVUPS      (DX)(CX*4), X5
 	VMAXPS       X2, X5, X2
 	VMAXPS       constsAVX2<>+640(SB), X2, X6
@@ -31701,9 +31701,9 @@ scores_rows4_prefetched_row3_noalibi:
 	VADDPS       Y2, Y1, Y1
 	VPERMILPS    $0xb1, Y1, Y2
 	VADDPS       Y2, Y1, Y1
-	VSHUFPS      $0x00, Y1, Y0, Y0
+	VUNPCKLPS    Y1, Y0, Y0
 	VEXTRACTF128 $0x01, Y0, X1
-	VBLENDPS     $0x0a, X1, X0, X0
+	VUNPCKLPS    X1, X0, X0
 	VMOVUPS      (BX)(CX*4), X1
 	VFMADD213PS  X0, X3, X1
 	VMOVUPS      X1, (BX)(CX*4)
@@ -32818,9 +32818,9 @@ scores_rows4_row3_noalibi:
 	VMAXPS       Y6, Y5, Y5
 	VPERMILPS    $0xb1, Y5, Y6
 	VMAXPS       Y6, Y5, Y5
-	VSHUFPS      $0x00, Y5, Y2, Y2
+	VUNPCKLPS    Y5, Y2, Y2
 	VEXTRACTF128 $0x01, Y2, X5
-	VBLENDPS     $0x0a, X5, X2, X2
+	VUNPCKLPS    X5, X2, X2
 	VMOVUPS      (DX)(CX*4), X5
 	VMAXPS       X2, X5, X2
 	VMAXPS       constsAVX2<>+640(SB), X2, X6
@@ -32933,9 +32933,9 @@ scores_rows4_row3_noalibi:
 	VADDPS       Y2, Y1, Y1
 	VPERMILPS    $0xb1, Y1, Y2
 	VADDPS       Y2, Y1, Y1
-	VSHUFPS      $0x00, Y1, Y0, Y0
+	VUNPCKLPS    Y1, Y0, Y0
 	VEXTRACTF128 $0x01, Y0, X1
-	VBLENDPS     $0x0a, X1, X0, X0
+	VUNPCKLPS    X1, X0, X0
 	VMOVUPS      (BX)(CX*4), X1
 	VFMADD213PS  X0, X3, X1
 	VMOVUPS      X1, (BX)(CX*4)
@@ -36484,9 +36484,9 @@ scores_rows4_prefetched_row3_noalibi:
 	VMAXPS       Y6, Y5, Y5
 	VPERMILPS    $0xb1, Y5, Y6
 	VMAXPS       Y6, Y5, Y5
-	VSHUFPS      $0x00, Y5, Y2, Y2
+	VUNPCKLPS    Y5, Y2, Y2
 	VEXTRACTF128 $0x01, Y2, X5
-	VBLENDPS     $0x0a, X5, X2, X2
+	VUNPCKLPS    X5, X2, X2
 	VMOVUPS      (DX)(CX*4), X5
 	VMAXPS       X2, X5, X2
 	VMAXPS       constsAVX2<>+640(SB), X2, X6
@@ -36599,9 +36599,9 @@ scores_rows4_prefetched_row3_noalibi:
 	VADDPS       Y2, Y1, Y1
 	VPERMILPS    $0xb1, Y1, Y2
 	VADDPS       Y2, Y1, Y1
-	VSHUFPS      $0x00, Y1, Y0, Y0
+	VUNPCKLPS    Y1, Y0, Y0
 	VEXTRACTF128 $0x01, Y0, X1
-	VBLENDPS     $0x0a, X1, X0, X0
+	VUNPCKLPS    X1, X0, X0
 	VMOVUPS      (BX)(CX*4), X1
 	VFMADD213PS  X0, X3, X1
 	VMOVUPS      X1, (BX)(CX*4)
@@ -37820,9 +37820,9 @@ scores_rows4_row3_noalibi:
 	VMAXPS       Y6, Y5, Y5
 	VPERMILPS    $0xb1, Y5, Y6
 	VMAXPS       Y6, Y5, Y5
-	VSHUFPS      $0x00, Y5, Y2, Y2
+	VUNPCKLPS    Y5, Y2, Y2
 	VEXTRACTF128 $0x01, Y2, X5
-	VBLENDPS     $0x0a, X5, X2, X2
+	VUNPCKLPS    X5, X2, X2
 	VMOVUPS      (DX)(CX*4), X5
 	VMAXPS       X2, X5, X2
 	VMAXPS       constsAVX2<>+640(SB), X2, X6
@@ -37935,9 +37935,9 @@ scores_rows4_row3_noalibi:
 	VADDPS       Y2, Y1, Y1
 	VPERMILPS    $0xb1, Y1, Y2
 	VADDPS       Y2, Y1, Y1
-	VSHUFPS      $0x00, Y1, Y0, Y0
+	VUNPCKLPS    Y1, Y0, Y0
 	VEXTRACTF128 $0x01, Y0, X1
-	VBLENDPS     $0x0a, X1, X0, X0
+	VUNPCKLPS    X1, X0, X0
 	VMOVUPS      (BX)(CX*4), X1
 	VFMADD213PS  X0, X3, X1
 	VMOVUPS      X1, (BX)(CX*4)
@@ -42133,9 +42133,9 @@ scores_rows4_prefetched_row3_noalibi:
 	VMAXPS       Y6, Y5, Y5
 	VPERMILPS    $0xb1, Y5, Y6
 	VMAXPS       Y6, Y5, Y5
-	VSHUFPS      $0x00, Y5, Y2, Y2
+	VUNPCKLPS    Y5, Y2, Y2
 	VEXTRACTF128 $0x01, Y2, X5
-	VBLENDPS     $0x0a, X5, X2, X2
+	VUNPCKLPS    X5, X2, X2
 	VMOVUPS      (DX)(CX*4), X5
 	VMAXPS       X2, X5, X2
 	VMAXPS       constsAVX2<>+640(SB), X2, X6
@@ -42248,9 +42248,9 @@ scores_rows4_prefetched_row3_noalibi:
 	VADDPS       Y2, Y1, Y1
 	VPERMILPS    $0xb1, Y1, Y2
 	VADDPS       Y2, Y1, Y1
-	VSHUFPS      $0x00, Y1, Y0, Y0
+	VUNPCKLPS    Y1, Y0, Y0
 	VEXTRACTF128 $0x01, Y0, X1
-	VBLENDPS     $0x0a, X1, X0, X0
+	VUNPCKLPS    X1, X0, X0
 	VMOVUPS      (BX)(CX*4), X1
 	VFMADD213PS  X0, X3, X1
 	VMOVUPS      X1, (BX)(CX*4)
@@ -43837,9 +43837,9 @@ scores_rows4_row3_noalibi:
 	VMAXPS       Y6, Y5, Y5
 	VPERMILPS    $0xb1, Y5, Y6
 	VMAXPS       Y6, Y5, Y5
-	VSHUFPS      $0x00, Y5, Y2, Y2
+	VUNPCKLPS    Y5, Y2, Y2
 	VEXTRACTF128 $0x01, Y2, X5
-	VBLENDPS     $0x0a, X5, X2, X2
+	VUNPCKLPS    X5, X2, X2
 	VMOVUPS      (DX)(CX*4), X5
 	VMAXPS       X2, X5, X2
 	VMAXPS       constsAVX2<>+640(SB), X2, X6
@@ -43952,9 +43952,9 @@ scores_rows4_row3_noalibi:
 	VADDPS       Y2, Y1, Y1
 	VPERMILPS    $0xb1, Y1, Y2
 	VADDPS       Y2, Y1, Y1
-	VSHUFPS      $0x00, Y1, Y0, Y0
+	VUNPCKLPS    Y1, Y0, Y0
 	VEXTRACTF128 $0x01, Y0, X1
-	VBLENDPS     $0x0a, X1, X0, X0
+	VUNPCKLPS    X1, X0, X0
 	VMOVUPS      (BX)(CX*4), X1
 	VFMADD213PS  X0, X3, X1
 	VMOVUPS      X1, (BX)(CX*4)
@@ -48006,9 +48006,9 @@ scoresq8_rows4_row3_noalibi:
 	VMAXPS       Y6, Y5, Y5
 	VPERMILPS    $0xb1, Y5, Y6
 	VMAXPS       Y6, Y5, Y5
-	VSHUFPS      $0x00, Y5, Y4, Y4
+	VUNPCKLPS    Y5, Y4, Y4
 	VEXTRACTF128 $0x01, Y4, X5
-	VBLENDPS     $0x0a, X5, X4, X4
+	VUNPCKLPS    X5, X4, X4
 	VMOVUPS      (DX)(CX*4), X5
 	VMAXPS       X4, X5, X4
 	VMAXPS       constsAVX2<>+640(SB), X4, X6
@@ -48121,9 +48121,9 @@ scoresq8_rows4_row3_noalibi:
 	VADDPS       Y3, Y1, Y1
 	VPERMILPS    $0xb1, Y1, Y3
 	VADDPS       Y3, Y1, Y1
-	VSHUFPS      $0x00, Y1, Y0, Y0
+	VUNPCKLPS    Y1, Y0, Y0
 	VEXTRACTF128 $0x01, Y0, X1
-	VBLENDPS     $0x0a, X1, X0, X0
+	VUNPCKLPS    X1, X0, X0
 	VMOVUPS      (BX)(CX*4), X1
 	VFMADD213PS  X0, X2, X1
 	VMOVUPS      X1, (BX)(CX*4)
@@ -51713,9 +51713,9 @@ scoresq8_rows4_row3_noalibi:
 	VMAXPS       Y6, Y5, Y5
 	VPERMILPS    $0xb1, Y5, Y6
 	VMAXPS       Y6, Y5, Y5
-	VSHUFPS      $0x00, Y5, Y4, Y4
+	VUNPCKLPS    Y5, Y4, Y4
 	VEXTRACTF128 $0x01, Y4, X5
-	VBLENDPS     $0x0a, X5, X4, X4
+	VUNPCKLPS    X5, X4, X4
 	VMOVUPS      (DX)(CX*4), X5
 	VMAXPS       X4, X5, X4
 	VMAXPS       constsAVX2<>+640(SB), X4, X6
@@ -51828,9 +51828,9 @@ scoresq8_rows4_row3_noalibi:
 	VADDPS       Y3, Y1, Y1
 	VPERMILPS    $0xb1, Y1, Y3
 	VADDPS       Y3, Y1, Y1
-	VSHUFPS      $0x00, Y1, Y0, Y0
+	VUNPCKLPS    Y1, Y0, Y0
 	VEXTRACTF128 $0x01, Y0, X1
-	VBLENDPS     $0x0a, X1, X0, X0
+	VUNPCKLPS    X1, X0, X0
 	VMOVUPS      (BX)(CX*4), X1
 	VFMADD213PS  X0, X2, X1
 	VMOVUPS      X1, (BX)(CX*4)
@@ -55319,9 +55319,9 @@ scoresq8_rows4_row3_noalibi:
 	VMAXPS       Y6, Y5, Y5
 	VPERMILPS    $0xb1, Y5, Y6
 	VMAXPS       Y6, Y5, Y5
-	VSHUFPS      $0x00, Y5, Y4, Y4
+	VUNPCKLPS    Y5, Y4, Y4
 	VEXTRACTF128 $0x01, Y4, X5
-	VBLENDPS     $0x0a, X5, X4, X4
+	VUNPCKLPS    X5, X4, X4
 	VMOVUPS      (DX)(CX*4), X5
 	VMAXPS       X4, X5, X4
 	VMAXPS       constsAVX2<>+640(SB), X4, X6
@@ -55434,9 +55434,9 @@ scoresq8_rows4_row3_noalibi:
 	VADDPS       Y3, Y1, Y1
 	VPERMILPS    $0xb1, Y1, Y3
 	VADDPS       Y3, Y1, Y1
-	VSHUFPS      $0x00, Y1, Y0, Y0
+	VUNPCKLPS    Y1, Y0, Y0
 	VEXTRACTF128 $0x01, Y0, X1
-	VBLENDPS     $0x0a, X1, X0, X0
+	VUNPCKLPS    X1, X0, X0
 	VMOVUPS      (BX)(CX*4), X1
 	VFMADD213PS  X0, X2, X1
 	VMOVUPS      X1, (BX)(CX*4)

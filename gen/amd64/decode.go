@@ -1406,12 +1406,13 @@ func (g *gen) groupReduce(vs []reg.VecVirtual, op func(ops ...operand.Op)) reg.V
 		return l
 	}
 	ab, cd := pair(vs[0], vs[1]), pair(vs[2], vs[3])
-	// Each block's lane 0: [a a c c | b b d d]; then b, d beside a, c.
-	t, hi := g.vec(), g.XMM()
-	g.VSHUFPS(operand.U8(0), cd, ab, t)
-	g.VEXTRACTF128(operand.U8(1), t, hi)
-	g.VBLENDPS(operand.U8(0b1010), hi, t.AsX(), t.AsX())
-	return t
+	// Interleaved by blocks, [a c a c | b d b d], then the two halves'
+	// first lanes interleaved, [a b c d].
+	u, hi, r := g.vec(), g.XMM(), g.XMM()
+	g.VUNPCKLPS(cd, ab, u)
+	g.VEXTRACTF128(operand.U8(1), u, hi)
+	g.VUNPCKLPS(hi, u.AsX(), r)
+	return r
 }
 
 // shuffle is one level of the fold: two shuffles of a pair of vectors
