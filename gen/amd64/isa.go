@@ -152,18 +152,14 @@ func newGen(c *build.Context, x isa) *gen {
 		g.firsts = c.StaticGlobal("blockFirsts" + x.suffix)
 		c.DataAttributes(attr.RODATA | attr.NOPTR)
 		for l := 0; l < x.lanes; l++ {
-			c.AddDatum(4*l, operand.U32(uint32(4*l%16*btoi(l < 4))))
+			first := 0
+			if l < 4 {
+				first = 4 * l
+			}
+			c.AddDatum(4*l, operand.U32(uint32(first)))
 		}
 	}
 	return g
-}
-
-// btoi is 1 for true, 0 for false.
-func btoi(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 // iota returns the memory operand of the vector 0, 1, ..., lanes-1.
