@@ -221,9 +221,8 @@ func TestHeadAhead(t *testing.T) {
 
 // TestHeadScoresKeyOrder checks that HeadScores gives each key the same
 // bits whether it runs in a pair or a four of keys or alone (a call of
-// one key),
-// on every set with the kernels and every float type: a row's sums do
-// not depend on which keys share its pass.
+// one key), on every set with the kernels and every float type: a row's
+// sums do not depend on which keys share its pass.
 func TestHeadScoresKeyOrder(t *testing.T) {
 	rng := rand.New(rand.NewPCG(21, 5))
 	for _, ks := range Available() {

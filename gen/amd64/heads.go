@@ -159,9 +159,7 @@ func (g *gen) headScores(e elem) {
 // since the prefetch, level: f16 3.00 and 3.02 ms).
 func (g *gen) headScoresKeys(e elem, sp, lds, kp, ldk, nk reg.GPVirtual, zr reg.VecVirtual, keys int, pre string) {
 	eb := g.isa.lanes * e.bytes()
-	g.Label(pre)
-	g.CMPQ(nk, operand.Imm(uint64(keys)))
-	g.JLT(operand.LabelRef(pre + "_end"))
+	g.runStart(nk, keys, pre)
 	off := g.headPrefetch(keys)
 	qp, kr, so, h := g.param("q"), g.GP64(), g.GP64(), g.param("heads")
 	g.MOVQ(kp, kr)
@@ -232,13 +230,7 @@ func (g *gen) headScoresKeys(e elem, sp, lds, kp, ldk, nk reg.GPVirtual, zr reg.
 		g.VMOVSS(x, outs[k])
 	}
 	g.loopBack(h, pre+"_head", add{operand.Imm(4), so})
-	for range keys {
-		g.ADDQ(lds, sp)
-		g.ADDQ(ldk, kp)
-	}
-	g.SUBQ(operand.Imm(uint64(keys)), nk)
-	g.JMP(operand.LabelRef(pre))
-	g.Label(pre + "_end")
+	g.runEnd(nk, keys, pre, add{lds, sp}, add{ldk, kp})
 }
 
 // headPVKeys is the keys a block of HeadPV's loop takes at once: each
@@ -291,9 +283,7 @@ func (g *gen) headPV(e elem) {
 // key after them; labels take the prefix pre.
 func (g *gen) headPVPass(e elem, pp, ldp, vp, ldv, op, ldo, nk reg.GPVirtual, keys int, pre string) {
 	b, eb := g.isa.bytes(), g.isa.lanes*e.bytes()
-	g.Label(pre)
-	g.CMPQ(nk, operand.Imm(uint64(keys)))
-	g.JLT(operand.LabelRef(pre + "_end"))
+	g.runStart(nk, keys, pre)
 	pr, vr, orow, h := g.GP64(), g.GP64(), g.GP64(), g.param("heads")
 	g.MOVQ(pp, pr)
 	g.MOVQ(vp, vr)
@@ -364,13 +354,7 @@ func (g *gen) headPVPass(e elem, pp, ldp, vp, ldv, op, ldo, nk reg.GPVirtual, ke
 	g.rowSteps(nv, pre+"_", step)
 	g.Label(pre + "_next")
 	g.loopBack(h, pre+"_head", add{operand.Imm(4), pr}, add{ldo, orow})
-	for range keys {
-		g.ADDQ(ldp, pp)
-		g.ADDQ(ldv, vp)
-	}
-	g.SUBQ(operand.Imm(uint64(keys)), nk)
-	g.JMP(operand.LabelRef(pre))
-	g.Label(pre + "_end")
+	g.runEnd(nk, keys, pre, add{ldp, pp}, add{ldv, vp})
 }
 
 // headScoresI8 emits HeadScoresI8AVX2: HeadScores over int8 K rows (ggml's
@@ -541,6 +525,27 @@ func (g *gen) rowSteps(nv reg.GPVirtual, pre string, step func(n int)) {
 	step(1)
 	g.DECQ(nv)
 	g.JMP(operand.LabelRef(pre + "single"))
+}
+
+// runStart and runEnd bracket a head kernel's loop over runs of keys keys
+// (labels prefixed pre): runStart leaves for pre+"_end" once nk holds
+// fewer; runEnd applies each add keys times (a key's strides, key by
+// key), counts nk down and jumps back to pre.
+func (g *gen) runStart(nk reg.GPVirtual, keys int, pre string) {
+	g.Label(pre)
+	g.CMPQ(nk, operand.Imm(uint64(keys)))
+	g.JLT(operand.LabelRef(pre + "_end"))
+}
+
+func (g *gen) runEnd(nk reg.GPVirtual, keys int, pre string, adds ...add) {
+	for range keys {
+		for _, a := range adds {
+			g.ADDQ(a.by, a.to)
+		}
+	}
+	g.SUBQ(operand.Imm(uint64(keys)), nk)
+	g.JMP(operand.LabelRef(pre))
+	g.Label(pre + "_end")
 }
 
 // add is one pointer step at a loop's end: ADDQ by, to.
