@@ -115,8 +115,9 @@ func headKernels(ks *kernels.Set, p *Problem) bool {
 // (kernels.Set.ReadsStridedKV; the avx512 set on AMD). Zen 4, one thread,
 // 1,32,32,1,4096,128 BSHD float32, 15 rounds in one process: 5.41 ms in
 // head groups against 5.62 key by key on the zmm head kernels (6.23 on
-// the ymm ones; BHSD 5.29). Float16 was mixed (3.48–4.39 against
-// 4.09–4.26 ms) and int8 slower in groups (3.31–4.21 against
+// the ymm ones; BHSD 5.29); in three later bench rounds level (5.32–5.40
+// ms in groups, 5.29–5.55 key by key). Float16 was mixed (3.48–4.39
+// against 4.09–4.26 ms) and int8 slower in groups (3.31–4.21 against
 // 3.18–3.25): they stay key by key.
 func stridedFloat32(ks *kernels.Set, p *Problem) bool {
 	return p.KVType == fallback.KVFloat32 && ks.ReadsStridedKV()
