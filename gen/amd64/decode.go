@@ -998,14 +998,7 @@ func (g *gen) decodeScores(e elem, lc decodeLocals, mk kvMask, sp reg.GPVirtual,
 		folded[pass] = g.vec()
 		g.VMOVUPS(g.fold(acc), folded[pass])
 	}
-	svs := g.transposeBlocks(folded)
-	if R == softmaxGroup {
-		g.decodeSoftmaxGroup(lc, sp, svs, lb)
-		return
-	}
-	for i, sv := range svs {
-		g.decodeSoftmax(lc, sp, sv, i, label(lb, "row", i))
-	}
+	g.decodeSoftmaxRows(lc, sp, g.transposeBlocks(folded), lb)
 }
 
 // decodeRowKeys is the score loop of one row (R = 1) in address order:
@@ -1184,6 +1177,19 @@ func (g *gen) transposeBlocks(vs []reg.VecVirtual) []reg.VecVirtual {
 		rows[row] = cur[s]
 	}
 	return rows
+}
+
+// decodeSoftmaxRows emits the online-softmax steps of the rows from
+// lc.row, row i's scores in svs[i]: a group of softmaxGroup rows together
+// (decodeSoftmaxGroup), any other count row by row (decodeSoftmax).
+func (g *gen) decodeSoftmaxRows(lc decodeLocals, sp reg.GPVirtual, svs []reg.VecVirtual, lb string) {
+	if len(svs) == softmaxGroup {
+		g.decodeSoftmaxGroup(lc, sp, svs, lb)
+		return
+	}
+	for i, sv := range svs {
+		g.decodeSoftmax(lc, sp, sv, i, label(lb, "row", i))
+	}
 }
 
 // decodeSoftmax emits row lc.row+i's online-softmax step on its scores

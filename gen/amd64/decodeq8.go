@@ -350,13 +350,7 @@ func (g *gen) decodeScoresQ8(e elem, lc decodeLocals, sp reg.GPVirtual, R int, f
 	g.ADDQ(operand.Imm(4), cb)
 	g.DECQ(cnt)
 	g.JNZ(operand.LabelRef(lb))
-	if R == softmaxGroup {
-		g.decodeSoftmaxGroup(lc, sp, score, lb)
-		return
-	}
-	for i, sv := range score {
-		g.decodeSoftmax(lc, sp, sv, i, label(lb, "row", i))
-	}
+	g.decodeSoftmaxRows(lc, sp, score, lb)
 }
 
 // decodeRowQ8 emits the scores and softmax of a one-row DecodeQ8 call
